@@ -1,0 +1,16 @@
+"""Attention layers for Keras 3, exact to the papers.
+
+Importable on their own: `from layers import LuongAttention`. Every layer here uses
+`keras.ops` only, so it runs on any Keras backend.
+"""
+
+from layers.base_attention import BaseAttention
+from layers.dot_product_attention import DotProductAttention
+from layers.masking import masked_softmax, sequence_mask
+
+__all__ = [
+    "BaseAttention",
+    "DotProductAttention",
+    "masked_softmax",
+    "sequence_mask",
+]

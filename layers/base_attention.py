@@ -1,0 +1,203 @@
+"""The call convention every attention layer of attncli shares."""
+
+import keras
+from keras import ops
+
+from layers.masking import masked_softmax, sequence_mask
+
+
+class BaseAttention(keras.layers.Layer):
+    """Attention pooling: score, masked softmax, weighted sum of the values.
+
+    For queries `q_t` and key-value pairs `(k_s, v_s)`:
+
+        scores[t, s]  = a(q_t, k_s)                       (the subclass's score)
+        weights[t, :] = softmax(scores[t, :]) over the valid keys
+        context[t]    = sum_s weights[t, s] * v_s
+
+    Padding keys get weight exactly 0; a query with no valid key gets a zero
+    context; outputs at padded query positions are zero. Subclasses implement
+    `score` and, where they restrict or reweight the keys (local attention),
+    `score_mask` and `reweight`.
+
+    Args:
+        dropout: float in `[0, 1)`, the fraction of attention weights dropped while
+            training. Defaults to `0.0`.
+        seed: int, the seed of the dropout. Defaults to `None`.
+        **kwargs: passed to `keras.layers.Layer` (`name`, `dtype`, ...).
+
+    Call arguments:
+        inputs: list `[query, value]` or `[query, value, key]`; `key` defaults to
+            `value`.
+            - query: `(batch_size, Tq, dim)`.
+            - value: `(batch_size, Tv, value_dim)`.
+            - key: `(batch_size, Tv, key_dim)`.
+        mask: list `[query_mask, value_mask]` of boolean tensors
+            `(batch_size, Tq)` and `(batch_size, Tv)`, either may be `None`. Keras
+            masks (e.g. from `Embedding(mask_zero=True)`) arrive here without any
+            extra argument.
+        valid_lengths: integer tensor `(batch_size,)`, an alternative to
+            `value_mask`: key `s` is valid where `s < valid_lengths`.
+        return_attention_scores: bool; if True, also return the attention weights
+            (after softmax, as `keras.layers.Attention` does). Defaults to False.
+        training: bool, whether dropout is applied. Defaults to the Keras learning
+            phase.
+        use_causal_mask: bool; if True, query `t` may only attend to keys
+            `s <= t` (self-attention in a decoder). Defaults to False.
+
+    Returns:
+        context: `(batch_size, Tq, value_dim)`.
+        weights: `(batch_size, Tq, Tv)`, if `return_attention_scores=True`.
+    """
+
+    def __init__(self, dropout=0.0, seed=None, **kwargs):
+        super().__init__(**kwargs)
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(
+                f"`dropout` must be in [0, 1). Received: dropout={dropout}"
+            )
+        self.dropout = dropout
+        self.seed = seed
+        self.supports_masking = True
+        if dropout > 0.0:
+            self.seed_generator = keras.random.SeedGenerator(seed)
+
+    def score(self, query, keys):
+        """Raw scores `a(q_t, k_s)`, shape `(batch_size, Tq, Tv)`, before masking."""
+        raise NotImplementedError
+
+    def score_mask(self, query, keys, value_mask, query_positions=None):
+        """Which keys each query may attend to: `(batch_size, Tq, Tv)` or None.
+
+        The default allows every valid key. Local attention narrows it to a window.
+        """
+        if value_mask is None:
+            return None
+        return ops.expand_dims(value_mask, axis=-2)
+
+    def reweight(self, weights, query, keys, value_mask, query_positions=None):
+        """Adjust the weights after the softmax. The default leaves them alone."""
+        return weights
+
+    def call(
+        self,
+        inputs,
+        mask=None,
+        valid_lengths=None,
+        return_attention_scores=False,
+        training=None,
+        use_causal_mask=False,
+    ):
+        query, value, key = self._unpack_inputs(inputs)
+        query_mask, value_mask = self._unpack_masks(mask, value, valid_lengths)
+        return self.attend(
+            query,
+            value,
+            key,
+            query_mask=query_mask,
+            value_mask=value_mask,
+            return_attention_scores=return_attention_scores,
+            training=training,
+            use_causal_mask=use_causal_mask,
+        )
+
+    def attend(
+        self,
+        query,
+        value,
+        key,
+        query_mask=None,
+        value_mask=None,
+        return_attention_scores=False,
+        training=None,
+        use_causal_mask=False,
+        query_positions=None,
+        scores=None,
+    ):
+        """The computation behind `call`, on plain tensors and masks.
+
+        Decoders call this directly; `query_positions` (`(batch_size, Tq)`
+        integers, defaulting to `0 .. Tq-1`) tells local attention which target
+        step each query is; `scores` lets a caller pass scores it already has.
+        """
+        if scores is None:
+            scores = self.score(query, key)
+        allowed = self.score_mask(query, key, value_mask, query_positions)
+        if use_causal_mask:
+            causal = self._causal_mask(ops.shape(scores)[-2], ops.shape(scores)[-1])
+            allowed = causal if allowed is None else ops.logical_and(allowed, causal)
+        weights = masked_softmax(scores, allowed)
+        weights = self.reweight(weights, query, key, value_mask, query_positions)
+        if training and self.dropout > 0.0:
+            weights = keras.random.dropout(
+                weights, self.dropout, seed=self.seed_generator
+            )
+        context = ops.matmul(weights, ops.cast(value, weights.dtype))
+        if query_mask is not None:
+            query_mask = ops.cast(ops.expand_dims(query_mask, -1), context.dtype)
+            context = context * query_mask
+        if return_attention_scores:
+            return context, weights
+        return context
+
+    def _unpack_inputs(self, inputs):
+        if not isinstance(inputs, (list, tuple)) or len(inputs) not in (2, 3):
+            raise ValueError(
+                f"{self.__class__.__name__} expects inputs [query, value] or "
+                f"[query, value, key]. Received: inputs={inputs}"
+            )
+        query, value = inputs[0], inputs[1]
+        key = inputs[2] if len(inputs) == 3 else value
+        return query, value, key
+
+    def _unpack_masks(self, mask, value, valid_lengths):
+        query_mask = value_mask = None
+        if mask is not None:
+            if not isinstance(mask, (list, tuple)) or len(mask) not in (2, 3):
+                raise ValueError(
+                    f"{self.__class__.__name__} expects mask [query_mask, value_mask]."
+                    f" Received: mask={mask}"
+                )
+            query_mask, value_mask = mask[0], mask[1]
+        if valid_lengths is not None:
+            length_mask = sequence_mask(valid_lengths, ops.shape(value)[1])
+            value_mask = (
+                length_mask
+                if value_mask is None
+                else ops.logical_and(ops.cast(value_mask, "bool"), length_mask)
+            )
+        if value_mask is not None:
+            value_mask = ops.cast(value_mask, "bool")
+        return query_mask, value_mask
+
+    @staticmethod
+    def _causal_mask(num_queries, num_keys):
+        rows = ops.expand_dims(ops.arange(num_queries), -1)
+        cols = ops.expand_dims(ops.arange(num_keys), 0)
+        return ops.expand_dims(ops.greater_equal(rows, cols), 0)
+
+    def compute_mask(self, inputs, mask=None):
+        if mask is None or mask[0] is None:
+            return None
+        return ops.convert_to_tensor(mask[0])
+
+    def compute_output_shape(self, input_shape):
+        query_shape, value_shape = input_shape[0], input_shape[1]
+        return tuple(query_shape[:-1]) + (value_shape[-1],)
+
+    def compute_output_spec(self, inputs, mask=None, return_attention_scores=False,
+                            **kwargs):
+        query, value, key = self._unpack_inputs(inputs)
+        context = keras.KerasTensor(
+            self.compute_output_shape([query.shape, value.shape]),
+            dtype=self.compute_dtype,
+        )
+        if not return_attention_scores:
+            return context
+        weights_shape = tuple(query.shape[:-1]) + (key.shape[-2],)
+        return context, keras.KerasTensor(weights_shape, dtype=self.compute_dtype)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"dropout": self.dropout, "seed": self.seed})
+        return config

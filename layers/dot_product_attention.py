@@ -1,0 +1,64 @@
+"""Dot-product attention, scaled or not."""
+
+import math
+
+import keras
+from keras import ops
+
+from layers.base_attention import BaseAttention
+
+
+@keras.saving.register_keras_serializable(package="attncli")
+class DotProductAttention(BaseAttention):
+    """Dot-product attention: `a(q, k) = <q, k> / sqrt(d)`.
+
+    Queries and keys share the dimension `d`. With `use_scale=False` the score is
+    the plain dot product `<q, k>` (Luong et al. 2015, "dot"); with the default
+    scaling it is the scaled dot product of Vaswani et al. 2017, which keeps the
+    scores' variance independent of `d`. In matrix form, for `Q` of shape
+    `(Tq, d)` and `K` of shape `(Tv, d)`: `scores = Q K^T / sqrt(d)`.
+
+    Args:
+        use_scale: bool; divide the scores by `sqrt(d)`. Defaults to True.
+        dropout: float in `[0, 1)`, dropout on the attention weights while
+            training. Defaults to `0.0`.
+        seed: int, seed of the dropout. Defaults to `None`.
+
+    Call arguments:
+        inputs: `[query, value]` or `[query, value, key]`, shapes
+            `(batch_size, Tq, d)`, `(batch_size, Tv, value_dim)`,
+            `(batch_size, Tv, d)`; key defaults to value.
+        mask: `[query_mask, value_mask]`, booleans `(batch_size, Tq)` and
+            `(batch_size, Tv)`.
+        valid_lengths: integers `(batch_size,)`, an alternative to `value_mask`.
+        return_attention_scores: bool, also return the weights. Defaults to False.
+        training: bool, whether dropout is active.
+        use_causal_mask: bool, forbid attending to later keys. Defaults to False.
+
+    Returns:
+        context `(batch_size, Tq, value_dim)`, and weights `(batch_size, Tq, Tv)`
+        if `return_attention_scores=True`.
+
+    Example (the worked example of the design notes, unscaled):
+
+    >>> layer = DotProductAttention(use_scale=False)
+    >>> query = np.array([[[10.0, 5.0, 10.0]]])
+    >>> keys = np.array([[[0.0, 1, 1], [5, 0, 1], [1, 1, 0], [0, 5, 1]]])
+    >>> layer([query, keys])  # scores [15, 60, 15, 35] -> context [5, 0, 1]
+    """
+
+    def __init__(self, use_scale=True, dropout=0.0, seed=None, **kwargs):
+        super().__init__(dropout=dropout, seed=seed, **kwargs)
+        self.use_scale = use_scale
+
+    def score(self, query, keys):
+        # scores: batch x Tq x Tv
+        scores = ops.matmul(query, ops.swapaxes(ops.cast(keys, query.dtype), -1, -2))
+        if self.use_scale:
+            scores = scores / ops.cast(math.sqrt(query.shape[-1]), scores.dtype)
+        return scores
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"use_scale": self.use_scale})
+        return config
