@@ -16,9 +16,14 @@ class BaseAttention(keras.layers.Layer):
         context[t]    = sum_s weights[t, s] * v_s
 
     Padding keys get weight exactly 0; a query with no valid key gets a zero
-    context; outputs at padded query positions are zero. Subclasses implement
-    `score` and, where they restrict or reweight the keys (local attention),
-    `score_mask` and `reweight`.
+    context; outputs at padded query positions are zero.
+
+    Subclasses implement `score_projected(query, projected_keys)` and, where the
+    score has a term in the keys alone (`W_k k` in additive attention, `W_a k` in
+    Luong's general score), `project_keys(keys)`: a decoder projects the keys once
+    per source sequence and passes them to `attend` at every step. Subclasses that
+    restrict or reweight the keys (local attention) override `score_mask` and
+    `reweight`.
 
     Args:
         dropout: float in `[0, 1)`, the fraction of attention weights dropped while
@@ -62,9 +67,17 @@ class BaseAttention(keras.layers.Layer):
         if dropout > 0.0:
             self.seed_generator = keras.random.SeedGenerator(seed)
 
+    def project_keys(self, keys):
+        """The part of the score that depends on the keys alone. Identity here."""
+        return keys
+
+    def score_projected(self, query, projected_keys):
+        """Raw scores `(batch_size, Tq, Tv)` from queries and projected keys."""
+        raise NotImplementedError
+
     def score(self, query, keys):
         """Raw scores `a(q_t, k_s)`, shape `(batch_size, Tq, Tv)`, before masking."""
-        raise NotImplementedError
+        return self.score_projected(query, self.project_keys(keys))
 
     def score_mask(self, query, keys, value_mask, query_positions=None):
         """Which keys each query may attend to: `(batch_size, Tq, Tv)` or None.
@@ -112,16 +125,18 @@ class BaseAttention(keras.layers.Layer):
         training=None,
         use_causal_mask=False,
         query_positions=None,
-        scores=None,
+        projected_keys=None,
     ):
         """The computation behind `call`, on plain tensors and masks.
 
-        Decoders call this directly; `query_positions` (`(batch_size, Tq)`
-        integers, defaulting to `0 .. Tq-1`) tells local attention which target
-        step each query is; `scores` lets a caller pass scores it already has.
+        Decoders call this directly: `projected_keys` is `project_keys(key)`
+        computed once per source sequence, and `query_positions`
+        (`(batch_size, Tq)` integers, defaulting to `0 .. Tq-1`) tells local
+        attention which target step each query is.
         """
-        if scores is None:
-            scores = self.score(query, key)
+        if projected_keys is None:
+            projected_keys = self.project_keys(key)
+        scores = self.score_projected(query, projected_keys)
         allowed = self.score_mask(query, key, value_mask, query_positions)
         if use_causal_mask:
             causal = self._causal_mask(ops.shape(scores)[-2], ops.shape(scores)[-1])

@@ -51,9 +51,9 @@ class DotProductAttention(BaseAttention):
         super().__init__(dropout=dropout, seed=seed, **kwargs)
         self.use_scale = use_scale
 
-    def score(self, query, keys):
+    def score_projected(self, query, projected_keys):
         # scores: batch x Tq x Tv
-        scores = ops.matmul(query, ops.swapaxes(ops.cast(keys, query.dtype), -1, -2))
+        scores = ops.matmul(query, ops.swapaxes(ops.cast(projected_keys, query.dtype), -1, -2))
         if self.use_scale:
             scores = scores / ops.cast(math.sqrt(query.shape[-1]), scores.dtype)
         return scores
