@@ -7,10 +7,14 @@ Importable on their own: `from layers import LuongAttention`. Every layer here u
 from layers.base_attention import BaseAttention
 from layers.dot_product_attention import DotProductAttention
 from layers.masking import masked_softmax, sequence_mask
+from layers.positional_embedding import PositionalEmbedding
+from layers.scaled_dot_self_attention import ScaledDotSelfAttention
 
 __all__ = [
     "BaseAttention",
     "DotProductAttention",
     "masked_softmax",
+    "PositionalEmbedding",
+    "ScaledDotSelfAttention",
     "sequence_mask",
 ]
