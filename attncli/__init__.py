@@ -1,0 +1,1 @@
+"""attncli: attention for sequence-to-sequence models, step by step."""
