@@ -3,8 +3,10 @@
 Every pair computes the same function on the same tensors (where Keras has no
 layer for a step of the paper's formula, a `keras.layers.Dense` supplies it), so
 the ratio ours / Keras measures implementation cost alone. Both sides of a pair
-are timed alternately in one process, repeat after repeat, and the median of the
-repeats is reported: on a shared machine the noise then hits both sides alike.
+are timed alternately in one process, round after round, and the fastest round
+of each side is reported: on a shared machine other processes only ever add
+time, so the minimum is the estimate least disturbed by them, and alternating
+makes a quiet moment equally likely to fall to either side.
 
 Shapes: batch 64, dimension 256, value masks from random valid lengths in
 [15, 30]; "30x30" is 30 queries over 30 keys (training, teacher forcing), "1x30"
@@ -13,13 +15,12 @@ one query over 30 keys (a decoder step). Modes: eager, `tf.function`, and
 (gradients of the sum of the output with respect to the inputs and the weights).
 
 Usage:
-    python benchmarks/bench_layers.py [--repeats 7] [--round-seconds 0.25]
+    python benchmarks/bench_layers.py [--repeats 15] [--round-seconds 0.1]
         [--modes eager,function,xla] [--only dot,luong-general,...]
 """
 
 import argparse
 import os
-import statistics
 import sys
 import time
 from dataclasses import dataclass
@@ -193,14 +194,14 @@ def measure(pair, num_queries, mode, pass_name, repeats, round_seconds, rng):
         order = (0, 1) if round_index % 2 == 0 else (1, 0)
         for side in order:
             times[side].append(seconds_per_call(steps[side], inputs, iterations))
-    return statistics.median(times[0]), statistics.median(times[1])
+    return min(times[0]), min(times[1])
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeats", type=int, default=7,
-                        help="alternating timing rounds per case (median reported)")
-    parser.add_argument("--round-seconds", type=float, default=0.25,
+    parser.add_argument("--repeats", type=int, default=15,
+                        help="alternating timing rounds per case (the fastest is reported)")
+    parser.add_argument("--round-seconds", type=float, default=0.1,
                         help="length of one timing round of one side")
     parser.add_argument("--modes", default=",".join(MODES),
                         help=f"comma-separated subset of {','.join(MODES)}")
@@ -214,7 +215,7 @@ def main():
         parser.error(f"unknown mode or pair: {', '.join(unknown)}")
 
     rng = np.random.default_rng(0)
-    print(f"batch {BATCH}, {KEYS} keys, dim {DIM}; median of {args.repeats} alternating "
+    print(f"batch {BATCH}, {KEYS} keys, dim {DIM}; fastest of {args.repeats} alternating "
           f"rounds of ~{args.round_seconds} s per side; TensorFlow {tf.__version__}, "
           f"Keras {keras.__version__}, {os.cpu_count()} CPUs, "
           f"GPUs: {len(tf.config.list_physical_devices('GPU'))}")
