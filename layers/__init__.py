@@ -6,9 +6,11 @@ Importable on their own: `from layers import LuongAttention`. Every layer here u
 
 from layers.base_attention import BaseAttention
 from layers.dot_product_attention import DotProductAttention
+from layers.luong_attention import LuongAttention
 from layers.masking import masked_softmax, sequence_mask
 
 __all__ = [
+    "LuongAttention",
     "BaseAttention",
     "DotProductAttention",
     "masked_softmax",
