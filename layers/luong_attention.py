@@ -95,7 +95,7 @@ class LuongAttention(BaseAttention):
     >>> context, weights = layer(
     ...     [decoder_states, encoder_states], valid_lengths=np.array([5, 3]),
     ...     return_attention_scores=True)
-    >>> context.shape, weights.shape
+    >>> tuple(context.shape), tuple(weights.shape)
     ((2, 3, 6), (2, 3, 5))
     """
 

@@ -168,6 +168,19 @@ def test_finite_for_large_scores_in_every_precision(normalize, policy):
     assert np.all(weights[:, :, 5:] == 0.0) and np.all(weights[1] == 0.0)
 
 
+# The one-word source alone has a softmax over one key, which Keras warns about.
+@pytest.mark.filterwarnings("ignore:You are using a softmax over axis")
+@pytest.mark.parametrize("normalize", [False, True])
+def test_a_sentence_alone_equals_it_inside_a_padded_batch(normalize):
+    query, values, keys, _, value_mask = make_inputs(seed=8)
+    layer = make_layer(normalize)
+    context, weights = run(layer, query, values, keys, value_mask=value_mask)
+    for b, length in enumerate(value_mask.sum(-1)):
+        alone = run(layer, query[b : b + 1], values[b : b + 1, :length], keys[b : b + 1, :length])
+        np.testing.assert_allclose(alone[1][0], weights[b, :, :length], atol=1e-6)
+        np.testing.assert_allclose(alone[0][0], context[b], atol=1e-6)
+
+
 @pytest.mark.parametrize("normalize", [False, True])
 def test_step_by_step_equals_full_sequence(normalize):
     query, values, keys, _, value_mask = make_inputs()

@@ -271,6 +271,20 @@ def test_local_padding_invariance(score, alignment, where):
     np.testing.assert_allclose(padded_context, context, atol=1e-5)
 
 
+# The one-word source alone has a softmax over one key, which Keras warns about.
+@pytest.mark.filterwarnings("ignore:You are using a softmax over axis")
+@pytest.mark.parametrize("alignment", ALIGNMENTS)
+@pytest.mark.parametrize("score", SCORES)
+def test_a_sentence_alone_equals_it_inside_a_padded_batch(score, alignment):
+    query, values, keys, _, value_mask = make_inputs(score, seed=8)
+    layer = LuongAttention(score=score, alignment=alignment, window=2)
+    context, weights = run(layer, query, values, keys, value_mask=value_mask)
+    for b, length in enumerate(value_mask.sum(-1)):
+        alone = run(layer, query[b : b + 1], values[b : b + 1, :length], keys[b : b + 1, :length])
+        np.testing.assert_allclose(alone[1][0], weights[b, :, :length], atol=1e-6)
+        np.testing.assert_allclose(alone[0][0], context[b], atol=1e-6)
+
+
 @pytest.mark.parametrize("alignment", ALIGNMENTS)
 @pytest.mark.parametrize("score", SCORES)
 def test_step_by_step_equals_full_sequence(score, alignment):
