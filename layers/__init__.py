@@ -9,6 +9,8 @@ from layers.base_attention import BaseAttention
 from layers.dot_product_attention import DotProductAttention
 from layers.luong_attention import LuongAttention
 from layers.masking import masked_softmax, sequence_mask
+from layers.positional_embedding import PositionalEmbedding
+from layers.scaled_dot_self_attention import ScaledDotSelfAttention
 
 __all__ = [
     "BahdanauAttention",
@@ -16,5 +18,7 @@ __all__ = [
     "BaseAttention",
     "DotProductAttention",
     "masked_softmax",
+    "PositionalEmbedding",
+    "ScaledDotSelfAttention",
     "sequence_mask",
 ]
