@@ -1,3 +1,5 @@
+import io
+
 import numpy as np
 import pytest
 from rich.console import Console
@@ -18,7 +20,8 @@ WEIGHTS = np.array(
 
 
 def render(table):
-    console = Console(record=True, width=120, color_system="truecolor")
+    console = Console(record=True, width=120, color_system="truecolor",
+                      force_terminal=True, file=io.StringIO())
     console.print(table)
     return console.export_text(), console.export_text(styles=True)
 
