@@ -23,7 +23,7 @@ def render(table):
     console = Console(record=True, width=120, color_system="truecolor",
                       force_terminal=True, file=io.StringIO())
     console.print(table)
-    return console.export_text(), console.export_text(styles=True)
+    return console.export_text(clear=False), console.export_text(styles=True)
 
 
 def test_table_has_source_columns_output_rows_and_marks_each_row_maximum():
