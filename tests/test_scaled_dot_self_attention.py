@@ -113,8 +113,6 @@ def test_keras_mask_from_embedding_propagates():
     np.testing.assert_array_equal(numpy_of(output)[ids == 0], 0.0)
 
 
-# A one-token prefix has a single key: Keras warns that such a softmax is always 1.
-@pytest.mark.filterwarnings("ignore:You are using a softmax over axis -1")
 def test_causal_output_at_each_step_equals_the_prefix_alone():
     (w_q, w_k, w_v), _, inputs = random_layer_and_inputs(True)
     layer = layer_with_weights(w_q, w_k, w_v)
