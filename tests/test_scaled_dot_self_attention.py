@@ -92,6 +92,24 @@ def test_matches_numpy_with_masks(use_bias, use_scale, causal):
     np.testing.assert_array_equal(numpy_of(output)[~mask], 0.0)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_matches_one_head_keras_multi_head_attention_with_identity_output(causal):
+    (w_q, w_k, w_v), biases, inputs = random_layer_and_inputs(True, value_dim=6)
+    ours = layer_with_weights(w_q, w_k, w_v, biases)
+    theirs = keras.layers.MultiHeadAttention(num_heads=1, key_dim=4, value_dim=6)
+    theirs(inputs, inputs)
+    # Keras keeps a heads axis: kernels (dim, 1, units), biases (1, units); its
+    # output projection is made the identity so that only attention remains.
+    theirs.set_weights([w_q[:, None], biases[0][None], w_k[:, None], biases[1][None],
+                        w_v[:, None], biases[2][None], np.eye(6, dtype="float32")[None],
+                        np.zeros(6, "float32")])
+    mask = lengths_to_mask([5, 3, 1], 5)
+    expected = numpy_of(theirs(inputs, inputs, query_mask=mask, value_mask=mask,
+                               use_causal_mask=causal))
+    got = numpy_of(ours(inputs, mask=mask, use_causal_mask=causal))
+    np.testing.assert_allclose(got[mask], expected[mask], atol=1e-5)
+
+
 def test_mask_and_valid_lengths_agree_and_combine():
     (w_q, w_k, w_v), _, inputs = random_layer_and_inputs(False)
     layer = layer_with_weights(w_q, w_k, w_v)
