@@ -117,6 +117,9 @@ def keras_self_attention():
 
 # name: (ours, reference, reference's label, is self-attention)
 PAIRS = {
+    # Keras against itself: how far from 1 the noise alone moves a ratio.
+    "keras-vs-keras": (lambda: keras_dot(True), lambda: keras_dot(True),
+                       "Attention(use_scale)", False),
     "dot": (lambda: cross_attention(DotProductAttention()), lambda: keras_dot(True),
             "Attention(use_scale)", False),
     "luong-dot": (lambda: cross_attention(LuongAttention(score="dot")),
