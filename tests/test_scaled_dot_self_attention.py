@@ -167,10 +167,15 @@ def test_weight_shapes_and_value_dim_default():
         (6, 4), (6, 4), (6, 7), (4,), (4,), (7,)]
 
 
-@pytest.mark.parametrize("key_dim", [0, -3, 2.5])
+@pytest.mark.parametrize("key_dim", [0, -3, 2.5, None, True])
 def test_rejects_bad_key_dim(key_dim):
     with pytest.raises(ValueError, match=f"key_dim={key_dim}"):
         ScaledDotSelfAttention(key_dim=key_dim)
+
+
+def test_rejects_bad_value_dim():
+    with pytest.raises(ValueError, match="value_dim=0"):
+        ScaledDotSelfAttention(key_dim=4, value_dim=0)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "mixed_float16"])
