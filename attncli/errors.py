@@ -1,9 +1,9 @@
-"""The error a user can fix: the command line turns it into one line and exit code 2."""
+"""The one exception type that reaches the user as a one-line message."""
 
 
 class AttncliError(Exception):
-    """A mistake in what the user asked for (bad input, a missing file, an unknown name).
+    """A user error: its message says what is wrong and how to fix it.
 
-    The message says what is wrong and how to fix it, on one line. `attncli` prints it
-    to stderr without a traceback and exits with code 2; `attncli --debug` re-raises it.
+    The command line prints the message on one line and exits with code 2;
+    the traceback is shown only with `--debug`.
     """
