@@ -94,12 +94,15 @@ def score_demo(
         typer.Option(help="Mask the keys after the first N: they get weight exactly 0."),
     ] = None,
     seed: Annotated[
-        int, typer.Option(help="Seed of the learned matrices not given in --input.")
-    ] = 0,
+        int | None,
+        typer.Option(help="Seed of the learned matrices not given in --input. [default: 0]",
+                     show_default=False),
+    ] = None,
     units: Annotated[
         int | None,
         typer.Option(
-            help="Hidden size of the concat and additive scores. [default: query size]",
+            help="Hidden size of the concat and additive scores and of local-p's W_p. "
+            "[default: query size]",
             show_default=False,
         ),
     ] = None,
@@ -120,49 +123,15 @@ def score_demo(
     The inputs, the scores, their softmax, the weighted values and their sum, each
     figure computed by the layers of attncli.
     """
-    from attncli import demo_inputs
+    from attncli.demo_inputs import request_from_options
 
-    demo_inputs.check_choice("format", output_format, demo_inputs.FORMATS)
-    if not 0 <= decimals <= 12:
-        raise AttncliError(f"--decimals {decimals} is out of range; use 0 to 12")
-    demo_inputs.check_choice("example", example, demo_inputs.EXAMPLES)
-    if example == "self-attention":
-        given = [name for name, value in (
-            ("--score", score), ("--query", query), ("--keys", keys), ("--values", values),
-            ("--input", input_file), ("--valid-length", valid_length), ("--units", units),
-            ("--window", window),
-        ) if value is not None]
-        if given:
-            raise AttncliError(
-                f"--example self-attention walks the article's own inputs and weights and "
-                f"takes no {given[0]}; drop it, or use the seq2seq example"
-            )
-        from attncli import score_demo as demo
-
-        walk = demo.walk_self_attention()
-    else:
-        score = demo_inputs.check_choice("score", score or "dot", demo_inputs.SCORES)
-        for name, value, scores in (("--units", units, ("concat", "additive")),
-                                    ("--window", window, ("local-m", "local-p"))):
-            if value is not None and score not in scores:
-                raise AttncliError(
-                    f"{name} applies to --score {' or '.join(scores)}, not {score}"
-                )
-            if value is not None and value < 1:
-                raise AttncliError(f"{name} must be at least 1, got {value}")
-        inputs = demo_inputs.resolve_inputs(
-            example, query, keys, values, input_file, valid_length
-        )
-        demo_inputs.check_sizes(score, inputs)
-        from attncli import score_demo as demo
-
-        walk = demo.walk_score(score, inputs, seed=seed, units=units, window=window)
-
+    request = request_from_options(
+        example=example, score=score, query=query, keys=keys, values=values,
+        input_file=input_file, valid_length=valid_length, seed=seed, units=units,
+        window=window, decimals=decimals, output_format=output_format,
+    )
     from attncli import render
+    from attncli.score_demo import walk
 
-    if output_format == "json":
-        typer.echo(render.to_json(walk, decimals), nl=False)
-    elif output_format == "markdown":
-        typer.echo(render.markdown(walk, decimals), nl=False)
-    else:
-        render.print_table(walk, decimals)
+    typer.echo(render.render(walk(request), request.output_format, request.decimals),
+               nl=False)

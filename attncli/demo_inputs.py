@@ -44,6 +44,21 @@ class DemoInputs:
 
 
 @dataclass(frozen=True)
+class DemoRequest:
+    """What `score-demo` was asked for, checked: an example and score, the inputs of a
+    score walk (None for the self-attention example), and how to show the result."""
+
+    example: str
+    score: str
+    inputs: DemoInputs | None
+    seed: int = 0
+    units: int | None = None
+    window: int | None = None
+    decimals: int = 4
+    output_format: str = "table"
+
+
+@dataclass(frozen=True)
 class ArticleFigures:
     """What a design note printed for the first query, to compare with exact values."""
 
@@ -218,7 +233,6 @@ def resolve_inputs(example, query=None, keys=None, values=None, input_file=None,
     """The inputs of a score walk: the seq2seq example's, overridden by the command line,
     or those of `input_file`. Values default to the keys.
     """
-    check_choice("example", example, EXAMPLES)
     if input_file is not None:
         given = [name for name, text in
                  (("--query", query), ("--keys", keys), ("--values", values))
@@ -269,3 +283,41 @@ def check_sizes(score, inputs):
             f"{query_size} and key size {key_size}; use --score general, concat or additive "
             f"for different sizes"
         )
+
+
+def request_from_options(example="seq2seq", score=None, query=None, keys=None, values=None,
+                         input_file=None, valid_length=None, seed=None, units=None,
+                         window=None, decimals=4, output_format="table"):
+    """Check the options of `score-demo` and read its inputs. `None` means not given."""
+    check_choice("format", output_format, FORMATS)
+    if not 0 <= decimals <= 12:
+        raise AttncliError(f"--decimals {decimals} is out of range; use 0 to 12")
+    check_choice("example", example, EXAMPLES)
+    if example == "self-attention":
+        given = [name for name, value in (
+            ("--score", score), ("--query", query), ("--keys", keys), ("--values", values),
+            ("--input", input_file), ("--valid-length", valid_length), ("--seed", seed),
+            ("--units", units), ("--window", window),
+        ) if value is not None]
+        if given:
+            raise AttncliError(
+                f"--example self-attention walks the article's own inputs and weights and "
+                f"takes no {given[0]}; drop it, or use the seq2seq example"
+            )
+        return DemoRequest(example, "dot", None, decimals=decimals,
+                           output_format=output_format)
+    score = check_choice("score", score or "dot", SCORES)
+    for name, value, scores in (("--units", units, ("concat", "additive", "local-p")),
+                                ("--window", window, ("local-m", "local-p"))):
+        if value is not None and score not in scores:
+            raise AttncliError(
+                f"{name} applies to --score {', '.join(scores[:-1])} or {scores[-1]}, "
+                f"not {score}"
+            )
+        if value is not None and value < 1:
+            raise AttncliError(f"{name} must be at least 1, got {value}")
+    inputs = resolve_inputs(example, query, keys, values, input_file, valid_length)
+    check_sizes(score, inputs)
+    return DemoRequest(example, score, inputs, seed=0 if seed is None else seed,
+                       units=units, window=window, decimals=decimals,
+                       output_format=output_format)

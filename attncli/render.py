@@ -8,11 +8,15 @@ masked key's weight, exactly zero, reads `0`.
 """
 
 import json
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
+
+PIPED_WIDTH = 160
 
 LABELS = {
     "seq2seq": {
@@ -38,6 +42,7 @@ class Section:
     title: str
     columns: list
     rows: list = field(default_factory=list)
+    description: str = ""
     dimmed: set = field(default_factory=set)
     total: bool = False  # the last row sums the rows above it
 
@@ -106,11 +111,10 @@ def _step_section(walk, t, decimals, labels, values_differ):
     if values_differ:
         columns.append("value")
     if walk.projected_keys is not None:
-        columns.append("projected key")
+        columns.append(walk.projection)
     columns += ["score", "softmax"]
-    reweighted = not np.array_equal(walk.softmax, walk.weights)
-    if reweighted:
-        columns.append("weight")
+    if walk.gaussian is not None:
+        columns += ["gaussian", "weight"]
     columns.append(labels["weighted"])
 
     formats = {
@@ -124,9 +128,15 @@ def _step_section(walk, t, decimals, labels, values_differ):
     }
     if walk.projected_keys is not None:
         formats["projected"] = Formatter(walk.projected_keys, decimals)
+    if walk.gaussian is not None:
+        formats["gaussian"] = Formatter(walk.gaussian, decimals)
 
-    title = f"{labels['query']} {_query_vector(walk, t, decimals)}: {walk.formula}"
-    section = Section(title, columns, total=True)
+    title = f"{labels['query']} {_query_vector(walk, t, decimals)}"
+    description = walk.formula
+    if walk.window_centres is not None:
+        centre = Formatter(walk.window_centres, decimals).number(walk.window_centres[t])
+        description += f"; here p_t = {centre}, D = {walk.window}"
+    section = Section(title, columns, description=description, total=True)
     for s in range(len(inputs.keys)):
         allowed = bool(walk.allowed[t, s])
         label = str(s + 1) if allowed else f"{s + 1} {_why_masked(walk, s)}"
@@ -137,7 +147,8 @@ def _step_section(walk, t, decimals, labels, values_differ):
             row.append(formats["projected"].vector(walk.projected_keys[s]))
         row.append(formats["score"].number(walk.scores[t, s]))
         row.append(_weight_cell(formats["softmax"], walk.softmax[t, s], allowed))
-        if reweighted:
+        if walk.gaussian is not None:
+            row.append(formats["gaussian"].number(walk.gaussian[t, s]))
             row.append(_weight_cell(formats["weight"], walk.weights[t, s], allowed))
         row.append(formats["weighted"].vector(walk.weighted_values[t, s]))
         if not allowed:
@@ -255,23 +266,47 @@ def _precise(values, decimals):
     return "[" + ", ".join(parts) + "]"
 
 
-def print_table(walk, decimals, file=None):
-    """Print the walk as Rich tables on `file` (stdout by default)."""
-    console = Console(file=file, soft_wrap=False)
-    console.print(_heading(walk), style="bold")
+def render(walk, output_format, decimals):
+    """The walk as text in `output_format`: `"table"`, `"markdown"` or `"json"`."""
+    if output_format == "json":
+        return to_json(walk, decimals)
+    if output_format == "markdown":
+        return markdown(walk, decimals)
+    return tables(walk, decimals)
+
+
+def tables(walk, decimals):
+    """The walk as Rich tables, with colour when stdout is a terminal.
+
+    Piped output is laid out 160 columns wide (not Rich's 80) unless COLUMNS is set,
+    so that the vectors of a saved run are not broken across lines.
+    """
+    console = Console()
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(width=PIPED_WIDTH)
+    with console.capture() as capture:
+        _print_tables(console, walk, decimals)
+    return capture.get()
+
+
+def _print_tables(console, walk, decimals):
+    console.print(Text(_heading(walk), style="bold"))
     for section in sections(walk, decimals):
-        table = Table(title=section.title, title_justify="left")
+        console.print()
+        if section.description:
+            console.print(Text(section.description, style="italic"), soft_wrap=True)
+        table = Table(title=Text(section.title), title_justify="left")
         for column in section.columns:
-            table.add_column(column, justify="right" if column else "left")
+            table.add_column(Text(column), justify="right" if column else "left")
         for index, row in enumerate(section.rows):
             table.add_row(
-                *("\n".join(cell) if isinstance(cell, list) else cell for cell in row),
+                *(Text("\n".join(cell) if isinstance(cell, list) else cell) for cell in row),
                 style="dim" if index in section.dimmed else None,
                 end_section=section.total and index == len(section.rows) - 2,
             )
         console.print(table)
     for note in notes(walk, decimals):
-        console.print(f"Note: {note}", soft_wrap=True)
+        console.print(Text(f"Note: {note}"), soft_wrap=True)
 
 
 def markdown(walk, decimals):
@@ -279,6 +314,8 @@ def markdown(walk, decimals):
     lines = [f"### {_heading(walk)}", ""]
     for section in sections(walk, decimals):
         lines += [f"**{section.title}**", ""]
+        if section.description:
+            lines += [f"`{section.description}`", ""]
         lines.append("| " + " | ".join(section.columns) + " |")
         lines.append("|" + "|".join("---" for _ in section.columns) + "|")
         for row in section.rows:
@@ -305,7 +342,10 @@ def to_json(walk, decimals):
         weighted_values=walk.weighted_values,
         context=walk.context,
     )
-    steps.update(walk.extras)
+    if walk.window_centres is not None:
+        steps["window_centres"] = walk.window_centres
+    if walk.gaussian is not None:
+        steps["gaussian"] = walk.gaussian
     if walk.source is not None:
         inputs = {"inputs": walk.source}
     else:
@@ -339,5 +379,4 @@ def _plain(value):
 def _heading(walk):
     if walk.source is not None:
         return "Self-attention, step by step (design note 002)"
-    where = "the seq2seq example of design note 002" if walk.article else "your inputs"
-    return f"Attention with the {walk.score} score on {where}"
+    return f"Attention with the {walk.score} score on {walk.inputs_name}"
