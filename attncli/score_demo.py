@@ -7,7 +7,6 @@ Every figure `attncli score-demo` prints comes from a layer: its `project_keys` 
 `weights[t, s] * values[s]`, the terms of the context's sum, are multiplied out here.
 """
 
-import warnings
 from dataclasses import dataclass, field
 
 import keras
@@ -110,7 +109,9 @@ def walk(request):
 def walk_score(score, inputs, seed=0, units=None, window=None):
     """Attend from `inputs.query` to `inputs.keys` with the layer of `score`.
 
-    Weights not in `inputs.parameters` are initialised with `keras.utils.set_random_seed(seed)`.
+    The layer's weights not given in `inputs.parameters` are initialised after
+    `keras.utils.set_random_seed(seed)`. `units` and `window` go to the layers that
+    take them; local attention's window defaults to `DEFAULT_WINDOW`.
     """
     if score in ("local-m", "local-p"):
         window = window or DEFAULT_WINDOW
@@ -123,23 +124,20 @@ def walk_score(score, inputs, seed=0, units=None, window=None):
         None if inputs.valid_length is None
         else sequence_mask([inputs.valid_length], inputs.keys.shape[0])
     )
-    with warnings.catch_warnings():
-        # One key is a legitimate input; Keras warns that its softmax is always 1.
-        warnings.filterwarnings("ignore", message="You are using a softmax over axis")
-        keras.utils.set_random_seed(seed)
-        layer([query, values, keys], mask=[None, value_mask])  # creates the weights
-        parameters = _use_parameters(layer, score, inputs.parameters)
+    keras.utils.set_random_seed(seed)
+    layer([query, values, keys], mask=[None, value_mask])  # creates the weights
+    parameters = _use_parameters(layer, score, inputs.parameters)
 
-        context, weights = layer(
-            [query, values, keys], mask=[None, value_mask], return_attention_scores=True
-        )
-        projected_keys = layer.project_keys(keys)
-        scores = layer.score_projected(query, projected_keys)
-        allowed = layer.score_mask(query, keys, value_mask)
-        if allowed is None:
-            allowed = keras.ops.ones_like(scores, dtype="bool")
-        allowed = keras.ops.broadcast_to(allowed, keras.ops.shape(scores))
-        softmax = masked_softmax(scores, allowed)
+    context, weights = layer(
+        [query, values, keys], mask=[None, value_mask], return_attention_scores=True
+    )
+    projected_keys = layer.project_keys(keys)
+    scores = layer.score_projected(query, projected_keys)
+    allowed = layer.score_mask(query, keys, value_mask)
+    if allowed is None:
+        allowed = keras.ops.ones_like(scores, dtype="bool")
+    allowed = keras.ops.broadcast_to(allowed, keras.ops.shape(scores))
+    softmax = masked_softmax(scores, allowed)
 
     window_centres = gaussian = None
     if score in ("local-m", "local-p"):
@@ -148,9 +146,7 @@ def walk_score(score, inputs, seed=0, units=None, window=None):
         gaussian = _first(layer.reweight(keras.ops.ones_like(softmax), query, keys, value_mask))
     weights = _first(weights)
     from_example = _same_inputs(inputs, SEQ2SEQ.inputs)
-    matches_article = (
-        from_example and score == "dot" and inputs.valid_length is None
-    )
+    matches_article = from_example and score == "dot" and inputs.valid_length is None
     return Walk(
         example="seq2seq",
         score=score,

@@ -55,12 +55,12 @@ def assert_user_error(result, fragment):
 
 @pytest.mark.parametrize("args", [["--help"], ["score-demo", "--help"]])
 def test_help_does_not_import_tensorflow(args):
+    # `python -m attncli ARGS` in a fresh interpreter, which then reports what it imported.
     code = textwrap.dedent(f"""
-        import sys
-        from attncli.__main__ import main
+        import runpy, sys
         sys.argv = ["attncli"] + {args!r}
         try:
-            main()
+            runpy.run_module("attncli", run_name="__main__")
         except SystemExit as exit:
             assert exit.code == 0, exit.code
         heavy = sorted(name for name in ("tensorflow", "keras") if name in sys.modules)
@@ -545,3 +545,10 @@ def test_self_attention_markdown():
     assert result.exit_code == 0, result.output
     assert "| Input 1 | [0, 1, 1] | [1, 0, 2] | [1, 2, 3] |" in result.stdout
     assert "| 1 | [0, 1, 1] | [1, 2, 3] | 2 | 0.06 | [0.06, 0.13, 0.19] |" in result.stdout
+
+
+def test_a_single_key_takes_all_the_weight(recwarn):
+    document = demo_json("--keys", "1,2,3")
+    assert document["steps"]["weights"] == [[1.0]]
+    assert document["steps"]["context"] == [[1.0, 2.0, 3.0]]
+    assert not [w for w in recwarn if "softmax" in str(w.message)]
