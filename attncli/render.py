@@ -9,6 +9,7 @@ masked key's weight, exactly zero, reads `0`.
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -83,7 +84,7 @@ def _score_sections(walk, decimals):
     key_format = Formatter(inputs.keys, decimals)
     value_format = Formatter(inputs.values, decimals)
 
-    table = Section("Inputs", ["", "vector"])
+    table = Section("0. Inputs", ["", "vector"])
     for t, query in enumerate(inputs.query):
         table.rows.append([_numbered(labels["query"], t, len(inputs.query)),
                            query_format.vector(query)])
@@ -99,23 +100,26 @@ def _score_sections(walk, decimals):
         result.append(_parameter_section("Learned parameters", walk.parameters, decimals))
 
     result.extend(
-        _step_section(walk, t, decimals, labels, values_differ)
+        _step_section(walk, t, decimals, labels, values_differ, first_step=1)
         for t in range(len(inputs.query))
     )
     return result
 
 
-def _step_section(walk, t, decimals, labels, values_differ):
+def _step_section(walk, t, decimals, labels, values_differ, first_step):
+    """The table of query `t`: one row per key, then the sum. Its score, softmax,
+    weighted value and sum columns are numbered from `first_step`, as the design
+    note numbers its steps."""
     inputs = walk.inputs
     columns = ["s", labels["key"]]
     if values_differ:
         columns.append("value")
     if walk.projected_keys is not None:
         columns.append(walk.projection)
-    columns += ["score", "softmax"]
+    columns += [f"{first_step}. score", f"{first_step + 1}. softmax"]
     if walk.gaussian is not None:
         columns += ["gaussian", "weight"]
-    columns.append(labels["weighted"])
+    columns.append(f"{first_step + 2}. {labels['weighted']}")
 
     formats = {
         "key": Formatter(inputs.keys, decimals),
@@ -154,7 +158,7 @@ def _step_section(walk, t, decimals, labels, values_differ):
         if not allowed:
             section.dimmed.add(len(section.rows))
         section.rows.append(row)
-    total = ["sum"] + [""] * (len(columns) - 2)
+    total = [f"{first_step + 3}. sum"] + [""] * (len(columns) - 2)
     total.append(f"{labels['context']} {formats['context'].vector(walk.context[t])}")
     section.rows.append(total)
     return section
@@ -215,8 +219,8 @@ def _self_attention_sections(walk, decimals):
 
     labels = LABELS["self-attention"]
     for t in range(len(inputs.query)):
-        section = _step_section(walk, t, decimals, labels, values_differ=True)
-        section.title = f"4-7. Input {t + 1}, " + section.title
+        section = _step_section(walk, t, decimals, labels, values_differ=True, first_step=4)
+        section.title = f"Input {t + 1}, " + section.title
         result.append(section)
     outputs = Formatter(walk.context, decimals)
     result.append(Section("8. Outputs: steps 4-7 for every input", ["input", "output"], rows=[
@@ -365,7 +369,17 @@ def to_json(walk, decimals):
         "steps": steps,
         "notes": notes(walk, decimals),
     }
-    return json.dumps(document, default=_plain, indent=2, ensure_ascii=False) + "\n"
+    text = json.dumps(document, default=_plain, indent=2, ensure_ascii=False)
+    return _INNERMOST_LIST.sub(_one_line, text) + "\n"
+
+
+# A list of numbers or booleans that json.dumps spread over several lines (JSON
+# strings hold no raw newline, so this never matches inside one).
+_INNERMOST_LIST = re.compile(r"\[\n\s*([^\[\]{}\"]*?)\n\s*\]")
+
+
+def _one_line(match):
+    return "[" + ", ".join(item.strip() for item in match.group(1).split(",")) + "]"
 
 
 def _plain(value):

@@ -101,7 +101,7 @@ def test_default_walks_the_seq2seq_example():
     for key, score in (("[0, 1, 1]", "15"), ("[5, 0, 1]", "60"), ("[1, 1, 0]", "15"),
                        ("[0, 5, 1]", "35")):
         assert any(key in line and f" {score} " in line for line in out.splitlines())
-    for header in ("encoder hidden", "score", "softmax", "alignment"):
+    for header in ("encoder hidden", "1. score", "2. softmax", "3. alignment", "4. sum"):
         assert header in out
     assert "context [5.0000, 0.0000, 1.0000]" in out
     assert "The article rounds softmax([15, 60, 15, 35]) to [0, 1, 0, 0]" in out
@@ -154,8 +154,8 @@ def test_printed_figures_equal_the_layer_output():
     scores = np.array(document["steps"]["scores"])[0]
     for s in range(3):
         cells = markdown_rows(result.stdout, str(s + 1))[0]
-        assert cells[columns.index("softmax")] == f"{weights[s]:.3f}"
-        assert cells[columns.index("score")] == f"{scores[s]:.3f}"
+        assert cells[columns.index("2. softmax")] == f"{weights[s]:.3f}"
+        assert cells[columns.index("1. score")] == f"{scores[s]:.3f}"
     context = document["steps"]["context"][0]
     expected = "[" + ", ".join(f"{value:.3f}" for value in context) + "]"
     assert f"context {expected}" in result.stdout
@@ -234,7 +234,7 @@ def test_markdown_has_a_table_per_step():
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert out.startswith("### Attention with the dot score")
-    assert "| s | encoder hidden | score | softmax | alignment |" in out
+    assert "| s | encoder hidden | 1. score | 2. softmax | 3. alignment |" in out
     assert "| 2 | [5, 0, 1] | 60 | 1.0000 | [5.0000, 0.0000, 1.0000] |" in out
     assert "> Note: The article rounds" in out
 
@@ -472,7 +472,7 @@ def test_local_p_predicts_the_centre_and_multiplies_by_a_gaussian():
                                gaussian[allowed], rtol=1e-5)
     check_walk(document, scores, weights)
     result = invoke("score-demo", "--score", "local-p", "--format", "markdown")
-    assert "| gaussian | weight |" in result.stdout
+    assert "| 2. softmax | gaussian | weight | 3. alignment |" in result.stdout
 
 
 def test_input_file_parameters_are_used(tmp_path):
@@ -528,8 +528,9 @@ def test_self_attention_tables_and_rounding_note():
     assert result.exit_code == 0, result.output
     out = result.stdout
     for fragment in ("1. Inputs", "2. Weights", "3. Keys, queries and values",
-                     "4-7. Input 1, query [1, 0, 2]", "4-7. Input 2, query [2, 2, 2]",
-                     "4-7. Input 3, query [2, 1, 3]", "8. Outputs",
+                     "Input 1, query [1, 0, 2]", "Input 2, query [2, 2, 2]",
+                     "Input 3, query [2, 1, 3]", "4. score", "5. softmax",
+                     "6. weighted value", "7. sum", "8. Outputs",
                      "output [1.9366, 6.6831, 1.5951]"):
         assert fragment in out
     note = " ".join(out.split("Note: The article rounds")[1].split())
