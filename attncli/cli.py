@@ -65,8 +65,8 @@ def score_demo(
         str | None,
         typer.Option(
             help="Score function: dot, scaled-dot, general, concat, additive, local-m, "
-            "local-p. [default: dot]",
-            show_default=False,
+            "local-p.",
+            show_default="dot",
         ),
     ] = None,
     query: Annotated[
@@ -79,7 +79,7 @@ def score_demo(
     ] = None,
     values: Annotated[
         str | None,
-        typer.Option(help="Value vectors, one per key. [default: the keys]", show_default=False),
+        typer.Option(help="Value vectors, one per key.", show_default="the keys"),
     ] = None,
     input_file: Annotated[
         Path | None,
@@ -95,21 +95,20 @@ def score_demo(
     ] = None,
     seed: Annotated[
         int | None,
-        typer.Option(help="Seed of the learned matrices not given in --input. [default: 0]",
-                     show_default=False),
+        typer.Option(help="Seed of the learned matrices not given in --input.",
+                     show_default="0"),
     ] = None,
     units: Annotated[
         int | None,
         typer.Option(
-            help="Hidden size of the concat and additive scores and of local-p's W_p. "
-            "[default: query size]",
-            show_default=False,
+            help="Hidden size of the concat and additive scores and of local-p's W_p.",
+            show_default="the query size",
         ),
     ] = None,
     window: Annotated[
         int | None,
-        typer.Option(help="Half-width D of local-m and local-p attention. [default: 1]",
-                     show_default=False),
+        typer.Option(help="Half-width D of local-m and local-p attention.",
+                     show_default="1"),
     ] = None,
     decimals: Annotated[
         int, typer.Option(help="Digits after the point in tables and Markdown.")
