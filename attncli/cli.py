@@ -2,7 +2,8 @@
 
 Commands import TensorFlow inside their body, so `attncli --help` stays instant. A
 command reports a mistake the user can fix by raising `AttncliError`; `AttncliGroup`
-turns it into one line on stderr and exit code 2 (`attncli --debug` shows the
+turns it, and every command-line parsing error (unknown option, bad integer, ...), into
+one line on stderr and exit code 2 (`attncli --debug` shows an `AttncliError`'s
 traceback instead).
 """
 
@@ -16,10 +17,24 @@ from attncli.errors import AttncliError
 
 _DEBUG = "attncli.debug"
 
+# Click's UsageError, the base of every parsing error. Typer exports its subclass
+# BadParameter but not the class itself, whether Click is vendored (Typer >= 0.25) or not.
+_UsageError = typer.BadParameter.__mro__[1]
+
 
 class AttncliGroup(TyperGroup):
-    """The app's command group: reports an `AttncliError` from any command as
-    `Error: <message>` on stderr and exits with code 2."""
+    """The app's command group: reports an `AttncliError` from any command, and any
+    command-line parsing error, as `Error: <message>` on stderr and exits with code 2.
+
+    The parsing errors of the app's own options arise in `make_context`, those of a
+    command's options and of an unknown or missing command in `invoke`.
+    """
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except _UsageError as error:
+            _report_usage_error(error)
 
     def invoke(self, ctx):
         try:
@@ -29,12 +44,20 @@ class AttncliGroup(TyperGroup):
                 raise
             typer.echo(f"Error: {error}", err=True)
             raise typer.Exit(code=2) from None
+        except _UsageError as error:
+            _report_usage_error(error)
+
+
+def _report_usage_error(error):
+    command = error.ctx.command_path if error.ctx is not None else "attncli"
+    message = " ".join(error.format_message().split())
+    typer.echo(f"Error: {message} (see '{command} --help')", err=True)
+    raise typer.Exit(code=2) from None
 
 
 app = typer.Typer(
     cls=AttncliGroup,
     add_completion=False,
-    no_args_is_help=True,
     pretty_exceptions_show_locals=False,
 )
 

@@ -153,10 +153,14 @@ def _rectangular(rows, where):
     for index, row in enumerate(rows[1:], start=2):
         if len(row) != width:
             raise AttncliError(
-                f"{where}: row {index} has {len(row)} numbers but row 1 has {width}; "
+                f"{where}: row {index} has {_numbers(len(row))} but row 1 has {width}; "
                 f"every row needs the same count"
             )
     return np.array(rows, dtype="float32")
+
+
+def _numbers(count):
+    return f"{count} number" if count == 1 else f"{count} numbers"
 
 
 def load_input_file(path):

@@ -21,7 +21,7 @@ SEQ2SEQ_KEYS = np.array([[0.0, 1, 1], [5, 0, 1], [1, 1, 0], [0, 5, 1]])
 
 
 def invoke(*args):
-    return runner.invoke(app, list(args))
+    return runner.invoke(app, list(args), prog_name="attncli")
 
 
 def demo_json(*args):
@@ -83,11 +83,27 @@ def test_help_lists_only_real_commands():
         assert absent not in result.stdout
 
 
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        ([], "Missing command. (see 'attncli --help')"),
+        (["--bogus"], "No such option: --bogus (see 'attncli --help')"),
+        (["translate-everything"], "No such command 'translate-everything'"),
+        (["score-demo", "--bogus"], "No such option: --bogus (see 'attncli score-demo --help')"),
+        (["score-demo", "--decimals", "x"], "Invalid value for '--decimals'"),
+        (["score-demo", "--valid-length", "two"], "Invalid value for '--valid-length'"),
+        (["score-demo", "--query"], "Option '--query' requires an argument"),
+    ],
+)
+def test_command_line_parsing_errors_are_one_line_and_exit_2(args, fragment):
+    assert_user_error(invoke(*args), fragment)
+
+
 def test_debug_shows_the_error_itself():
     result = invoke("--debug", "score-demo", "--keys", "1,2;3")
     assert result.exit_code != 0
     assert isinstance(result.exception, AttncliError)
-    assert "row 2 has 1 numbers" in str(result.exception)
+    assert "row 2 has 1 number but row 1 has 2" in str(result.exception)
 
 
 # --- the seq2seq example ---------------------------------------------------------
@@ -309,7 +325,7 @@ def test_user_errors_are_one_line_and_exit_2(args, fragment):
 @pytest.mark.parametrize(
     "text, fragment",
     [
-        ("query: [1, 2]\nkeys: [[1, 2], [3]]\n", "keys: row 2 has 1 numbers"),
+        ("query: [1, 2]\nkeys: [[1, 2], [3]]\n", "keys: row 2 has 1 number but row 1 has 2"),
         ("query: [1, 2]\n", "no 'keys'"),
         ("query: [1, 2]\nkeys: []\n", "keys holds no numbers"),
         ("query: [1, 2]\nkeys: [[1, two]]\n", "'two' is not a number"),
