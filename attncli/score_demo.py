@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import keras
 import numpy as np
 
-from attncli.demo_inputs import SELF_ATTENTION, SEQ2SEQ, DemoInputs
+from attncli.demo_inputs import SELF_ATTENTION, SEQ2SEQ, ArticleFigures, DemoInputs
 from attncli.errors import AttncliError
 from layers import (
     BahdanauAttention,
@@ -94,7 +94,7 @@ class Walk:
     window_centres: np.ndarray | None = None
     gaussian: np.ndarray | None = None
     source: np.ndarray | None = None
-    article: object = None
+    article: ArticleFigures | None = None
     inputs_name: str = "your inputs"
 
 
@@ -173,7 +173,7 @@ def walk_self_attention():
     """The self-attention example: `ScaledDotSelfAttention` without scaling, with the
     article's `W_q`, `W_k`, `W_v`; every input is a query."""
     example = SELF_ATTENTION
-    layer = ScaledDotSelfAttention(key_dim=3, use_scale=False)
+    layer = ScaledDotSelfAttention(key_dim=example.parameters["W_q"].shape[1], use_scale=False)
     source = keras.ops.convert_to_tensor(example.inputs[None])
     layer(source)  # creates the weights
     parameters = _use_parameters(layer, "self-attention", example.parameters)
