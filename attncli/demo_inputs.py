@@ -156,7 +156,11 @@ def _rectangular(rows, where):
                 f"{where}: row {index} has {_numbers(len(row))} but row 1 has {width}; "
                 f"every row needs the same count"
             )
-    return np.array(rows, dtype="float32")
+    with np.errstate(over="ignore"):
+        matrix = np.array(rows, dtype="float32")
+    if not np.all(np.isfinite(matrix)):
+        raise AttncliError(f"{where}: a number is too large for float32 (above 3.4e38)")
+    return matrix
 
 
 def _numbers(count):
@@ -176,6 +180,8 @@ def load_input_file(path):
         raise AttncliError(f"--input: no file '{path}'") from None
     except OSError as error:
         raise AttncliError(f"--input: cannot read '{path}': {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise AttncliError(f"--input: '{path}' is not UTF-8 text; give a YAML file") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -232,7 +238,7 @@ def _yaml_matrix(value, where, vector=False):
     return matrix[0] if one_row and vector else matrix
 
 
-def resolve_inputs(example, query=None, keys=None, values=None, input_file=None,
+def resolve_inputs(query=None, keys=None, values=None, input_file=None,
                    valid_length=None):
     """The inputs of a score walk: the seq2seq example's, overridden by the command line,
     or those of `input_file`. Values default to the keys.
@@ -320,7 +326,7 @@ def request_from_options(example="seq2seq", score=None, query=None, keys=None, v
             )
         if value is not None and value < 1:
             raise AttncliError(f"{name} must be at least 1, got {value}")
-    inputs = resolve_inputs(example, query, keys, values, input_file, valid_length)
+    inputs = resolve_inputs(query, keys, values, input_file, valid_length)
     check_sizes(score, inputs)
     return DemoRequest(example, score, inputs, seed=0 if seed is None else seed,
                        units=units, window=window, decimals=decimals,

@@ -185,7 +185,7 @@ def test_scaled_dot_divides_by_the_square_root_of_the_size():
     np.testing.assert_allclose(document["steps"]["scores"], scores, rtol=1e-6)
     np.testing.assert_allclose(document["steps"]["weights"], weights, rtol=1e-5)
     np.testing.assert_allclose(document["steps"]["context"], context, rtol=1e-5)
-    assert document["notes"] == [] or "article" not in document["notes"][0]
+    assert not any("article" in note for note in document["notes"])
 
 
 def test_custom_query_keys_and_values_with_several_queries():
@@ -228,7 +228,7 @@ def test_valid_length_masks_the_keys_after_it():
     assert result.stdout.count("(masked)") == 2
     assert "The article rounds" not in result.stdout
 
-    walk = walk_score("dot", resolve_inputs("seq2seq", valid_length=2))
+    walk = walk_score("dot", resolve_inputs(valid_length=2))
     step = render.sections(walk, 4)[-1]
     assert step.dimmed == {2, 3}
     assert [row[3] for row in step.rows[2:4]] == ["0", "0"]
@@ -300,6 +300,7 @@ def write(tmp_path, text):
         (["--score", "scaled-dot", "--keys", "1,2;3,4"], "query size 3 and key size 2"),
         (["--query", "1,x,3"], "--query: 'x' is not a number"),
         (["--keys", "1,nan,3"], "not a finite number"),
+        (["--keys", "1,1e39,3"], "too large for float32"),
         (["--keys", ""], "--keys is empty"),
         (["--keys", "   "], "--keys is empty"),
         (["--valid-length", "0"], "valid length 0 is out of range"),
@@ -335,11 +336,18 @@ def test_user_errors_are_one_line_and_exit_2(args, fragment):
         ("query: [1, 2]\nkeys: [[1, 2]]\nparameters: {W_a: [[1]]}\n",
          "the dot score has no weight 'W_a'"),
         ("query: [1, 2\n", "not valid YAML"),
+        ("query: [1, .inf]\nkeys: [[1, 2]]\n", "query: inf is not a finite number"),
         ("- 1\n- 2\n", "expected a mapping"),
     ],
 )
 def test_input_file_errors(tmp_path, text, fragment):
     assert_user_error(invoke("score-demo", "--input", write(tmp_path, text)), fragment)
+
+
+def test_input_file_that_is_not_text(tmp_path):
+    path = tmp_path / "inputs.yaml"
+    path.write_bytes(b"\xff\xfe\x00query")
+    assert_user_error(invoke("score-demo", "--input", str(path)), "is not UTF-8 text")
 
 
 def test_input_file_and_command_line_inputs_conflict(tmp_path):
