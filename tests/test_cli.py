@@ -159,22 +159,28 @@ def markdown_rows(text, first_cell):
 
 
 def test_printed_figures_equal_the_layer_output():
-    document = demo_json("--query", "1,2,0", "--keys", "1,0,1;0,1,1;1,1,0",
-                         "--score", "scaled-dot")
+    from layers import DotProductAttention
+
+    query = np.array([[[1.0, 2, 0]]], dtype="float32")
+    keys = np.array([[[1.0, 0, 1], [0, 1, 1], [1, 1, 0]]], dtype="float32")
+    layer = DotProductAttention(use_scale=True)
+    context, weights = layer([query, keys], return_attention_scores=True)
+    scores = np.asarray(layer.score(query, keys))[0, 0]
+    weights, context = np.asarray(weights)[0, 0], np.asarray(context)[0, 0]
+
     result = invoke("score-demo", "--query", "1,2,0", "--keys", "1,0,1;0,1,1;1,1,0",
                     "--score", "scaled-dot", "--format", "markdown", "--decimals", "3")
     assert result.exit_code == 0, result.output
     header = next(line for line in result.stdout.splitlines() if line.startswith("| s |"))
     columns = [cell.strip() for cell in header.strip("|").split("|")]
-    weights = np.array(document["steps"]["weights"])[0]
-    scores = np.array(document["steps"]["scores"])[0]
     for s in range(3):
         cells = markdown_rows(result.stdout, str(s + 1))[0]
-        assert cells[columns.index("2. softmax")] == f"{weights[s]:.3f}"
         assert cells[columns.index("1. score")] == f"{scores[s]:.3f}"
-    context = document["steps"]["context"][0]
-    expected = "[" + ", ".join(f"{value:.3f}" for value in context) + "]"
-    assert f"context {expected}" in result.stdout
+        assert cells[columns.index("2. softmax")] == f"{weights[s]:.3f}"
+        alignment = ", ".join(f"{weights[s] * k:.3f}" for k in keys[0, s])
+        assert cells[columns.index("3. alignment")] == f"[{alignment}]"
+    expected = ", ".join(f"{value:.3f}" for value in context)
+    assert f"context [{expected}]" in result.stdout
 
 
 def test_scaled_dot_divides_by_the_square_root_of_the_size():
