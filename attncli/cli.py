@@ -49,13 +49,17 @@ class AttncliGroup(TyperGroup):
 
 
 def _report_usage_error(error):
-    command = error.ctx.command_path if error.ctx is not None else "attncli"
     message = " ".join(error.format_message().split())
+    if not message:
+        # `attncli` alone: the help was printed in place of an error.
+        raise typer.Exit(code=0) from None
+    command = error.ctx.command_path if error.ctx is not None else "attncli"
     typer.echo(f"Error: {message} (see '{command} --help')", err=True)
     raise typer.Exit(code=2) from None
 
 
 app = typer.Typer(
+    no_args_is_help=True,
     cls=AttncliGroup,
     add_completion=False,
     pretty_exceptions_show_locals=False,

@@ -83,10 +83,15 @@ def test_help_lists_only_real_commands():
         assert absent not in result.stdout
 
 
+def test_attncli_alone_prints_the_help():
+    result = invoke()
+    assert result.exit_code == 0
+    assert "score-demo" in result.stdout
+
+
 @pytest.mark.parametrize(
     "args, fragment",
     [
-        ([], "Missing command. (see 'attncli --help')"),
         (["--bogus"], "No such option: --bogus (see 'attncli --help')"),
         (["translate-everything"], "No such command 'translate-everything'"),
         (["score-demo", "--bogus"], "No such option: --bogus (see 'attncli score-demo --help')"),
