@@ -15,21 +15,18 @@ one query over 30 keys (a decoder step). Modes: eager, `tf.function`, and
 (gradients of the sum of the output with respect to the inputs and the weights).
 
 Usage:
-    python benchmarks/bench_layers.py [--seconds 1.0]
+    python -m benchmarks.bench_layers [--seconds 1.0]
         [--modes eager,function,xla] [--only dot,luong-general,...]
 """
 
 import argparse
 import os
 import statistics
-import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
