@@ -30,6 +30,8 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
+from attncli.search_config import SearchConfig
+
 # Special ids shared by every vocabulary (see `attncli.vocabulary`).
 PAD_ID = 0
 BOS_ID = 2
@@ -84,21 +86,9 @@ def next_token_log_probs(logits):
     return tf.nn.log_softmax(logits, axis=-1)
 
 
-def _validate(max_length_ratio, max_length_offset, beam_size=1, n_best=1):
-    if beam_size < 1:
-        raise ValueError(f"`beam_size` must be >= 1. Received: beam_size={beam_size}")
-    if not 1 <= n_best <= beam_size:
-        raise ValueError(
-            f"`n_best` must be in [1, beam_size={beam_size}]. Received: n_best={n_best}"
-        )
-    if max_length_ratio < 0:
-        raise ValueError(
-            f"`max_length_ratio` must be >= 0. Received: max_length_ratio={max_length_ratio}"
-        )
-    if max_length_offset < 1:
-        raise ValueError(
-            f"`max_length_offset` must be >= 1. Received: max_length_offset={max_length_offset}"
-        )
+def _validate(max_length_ratio, max_length_offset, beam_size=1, n_best=1, alpha=0.0):
+    """Raises ValueError naming the first bad setting (the checks of `SearchConfig`)."""
+    SearchConfig(beam_size, alpha, n_best, max_length_ratio, max_length_offset)
 
 
 def _same_structure(template, tensors):
@@ -129,7 +119,7 @@ def greedy_search(
     Returns:
         `Hypotheses` with `n = 1`.
     """
-    _validate(max_length_ratio, max_length_offset)
+    _validate(max_length_ratio, max_length_offset, alpha=alpha)
     source_ids = tf.convert_to_tensor(source_ids, tf.int32)
     batch_size = tf.shape(source_ids)[0]
     max_lengths = max_target_lengths(source_ids, max_length_ratio, max_length_offset)
@@ -226,7 +216,7 @@ def beam_search(
         `Hypotheses` with `n = n_best`, best first.
     """
     n_best = beam_size if n_best is None else n_best
-    _validate(max_length_ratio, max_length_offset, beam_size, n_best)
+    _validate(max_length_ratio, max_length_offset, beam_size, n_best, alpha)
     source_ids = tf.convert_to_tensor(source_ids, tf.int32)
     batch_size = tf.shape(source_ids)[0]
     max_lengths = max_target_lengths(source_ids, max_length_ratio, max_length_offset)
@@ -383,7 +373,7 @@ def compile_search(
     retracing. Arguments as in `beam_search`.
     """
     n_best = beam_size if n_best is None else n_best
-    _validate(max_length_ratio, max_length_offset, beam_size, n_best)
+    _validate(max_length_ratio, max_length_offset, beam_size, n_best, alpha)
     if beam_size == 1:
 
         def run(source_ids):
