@@ -300,7 +300,13 @@ class Trainer:
             save_model(
                 self.run.model_dir, self.model, self.source_tokenizer, self.target_tokenizer,
                 source_end=self.config.data.source_end,
-                metadata={"run": self.config.name, "epoch": epoch, **figures},
+                metadata={
+                    "run": self.config.name,
+                    "epoch": epoch,
+                    "task": self.config.data.task,
+                    "decoding": self.config.decoding.to_dict(),
+                    **figures,
+                },
             )
         else:
             self.stale_evaluations.assign_add(1)
