@@ -17,8 +17,10 @@ from attncli.corpora import (
     bundled_attribution,
     bundled_corpus_path,
     read_bundled,
+    read_corpus,
     read_parallel,
     read_pronunciations,
+    read_splits,
     read_tsv,
     split_corpus,
 )
@@ -204,3 +206,34 @@ def test_pronunciation_lines_without_phonemes(tmp_path):
 def test_missing_file_is_a_one_line_error(tmp_path):
     with pytest.raises(CorpusError, match="cannot read"):
         read_tsv(tmp_path / "nothing.tsv")
+
+
+def test_splits_from_separate_files():
+    data = "multi30k/{}.{}"
+    splits = read_splits(
+        train=(shared_data(data.format("train", "de")), shared_data(data.format("train", "en"))),
+        valid=(shared_data(data.format("val", "de")), shared_data(data.format("val", "en"))),
+        test=(
+            shared_data(data.format("test_2016_flickr", "de")),
+            shared_data(data.format("test_2016_flickr", "en")),
+        ),
+        format="parallel",
+    )
+    assert (len(splits.train), len(splits.valid), len(splits.test)) == (29000, 1014, 1000)
+    assert splits.train.sources[0].startswith("Zwei junge weiße Männer")
+
+
+def test_splits_carved_from_one_file():
+    path = shared_data("cmudict/g014b2b.train")
+    splits = read_splits(path, valid_size=0.2, seed=1, format="pronunciations", limit=500)
+    assert (len(splits.train), len(splits.valid), len(splits.test)) == (400, 100, 0)
+    with_test = read_splits(path, test=shared_data("cmudict/g014b2b.test"), valid_size=50,
+                            format="pronunciations", limit=500)
+    assert (len(with_test.train), len(with_test.valid), len(with_test.test)) == (450, 50, 500)
+
+
+def test_unknown_format_and_single_parallel_path():
+    with pytest.raises(AttncliError, match="format"):
+        read_corpus("x", format="xml")
+    with pytest.raises(AttncliError, match="two files"):
+        read_corpus("train.de", format="parallel")
