@@ -170,8 +170,9 @@ def _numbered_lines(path: Path, report: CorpusReport):
                     yield number, None
                     continue
                 yield number, line.rstrip("\r\n")
-    except OSError as error:
-        raise CorpusError(f"cannot read {path}: {error.strerror or error}") from error
+    except (OSError, EOFError) as error:  # EOFError: a truncated gzip file
+        reason = getattr(error, "strerror", None) or error or "file ends too early"
+        raise CorpusError(f"cannot read {path}: {reason}") from error
 
 
 def read_tsv(

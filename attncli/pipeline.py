@@ -88,11 +88,16 @@ class PipelineStats:
     def count_too_long(self, count) -> None:
         self._counters["too_long"].assign_add(tf.cast(count, tf.int64))
 
-    def __getattr__(self, name):
-        counters = self.__dict__.get("_counters", {})
-        if name in counters:
-            return int(counters[name].numpy())
-        raise AttributeError(name)
+    def _read(self, name: str) -> int:
+        return int(self._counters[name].numpy())
+
+    batches = property(lambda self: self._read("batches"))
+    sentences = property(lambda self: self._read("sentences"))
+    source_tokens = property(lambda self: self._read("source_tokens"))
+    source_slots = property(lambda self: self._read("source_slots"))
+    target_tokens = property(lambda self: self._read("target_tokens"))
+    target_slots = property(lambda self: self._read("target_slots"))
+    too_long = property(lambda self: self._read("too_long"))
 
     @property
     def source_padding_fraction(self) -> float:

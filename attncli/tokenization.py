@@ -252,7 +252,8 @@ class Tokenizer:
         texts = tf.data.Dataset.from_tensor_slices(tf.constant(list(texts), tf.string))
         words = texts.batch(chunk_size).map(lambda batch: self.split_words(self.normalize(batch)))
         learned = bert_vocab_from_dataset.bert_vocab_from_dataset(
-            words.map(lambda rows: tf.strings.reduce_join(rows, axis=-1, separator=" ")).unbatch(),
+            # Batches of sentences, not single ones: the learner counts words per element.
+            words.map(lambda rows: tf.strings.reduce_join(rows, axis=-1, separator=" ")),
             vocab_size=max_size,
             reserved_tokens=list(RESERVED_TOKENS),
             bert_tokenizer_params={"lower_case": False},

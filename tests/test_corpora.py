@@ -237,3 +237,10 @@ def test_unknown_format_and_single_parallel_path():
         read_corpus("x", format="xml")
     with pytest.raises(AttncliError, match="two files"):
         read_corpus("train.de", format="parallel")
+
+
+def test_truncated_gzip_is_a_one_line_error(tmp_path):
+    whole = gzip.compress(b"a\tb\n" * 1000)
+    path = write(tmp_path, "cut.tsv.gz", whole[: len(whole) // 2])
+    with pytest.raises(CorpusError, match="cannot read"):
+        read_tsv(path)
