@@ -1,5 +1,6 @@
 import re
 import unicodedata
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -222,3 +223,14 @@ def test_errors_are_user_errors():
         Tokenizer("subword").tokenize(tf.constant(["a"]))
     with pytest.raises(AttncliError, match="max_size"):
         Tokenizer("subword").build_vocabulary(["a b"])
+
+
+def test_small_subword_vocabulary_keeps_the_most_frequent_characters(chinese):
+    tokenizer = Tokenizer("subword")
+    vocabulary = tokenizer.build_vocabulary(chinese, 100)
+    assert len(vocabulary) == 100
+    counts = Counter(c for sentence in chinese for c in sentence if "\u4e00" <= c <= "\u9fff")
+    kept = [c for c in counts if c in vocabulary.tokens]
+    dropped = [c for c in counts if c not in vocabulary.tokens]
+    assert kept and dropped
+    assert min(counts[c] for c in kept) >= max(counts[c] for c in dropped)
