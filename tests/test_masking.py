@@ -6,12 +6,15 @@ from layers import masked_softmax, sequence_mask
 
 
 def reference_masked_softmax(scores, mask):
-    scores = np.where(mask, scores, -np.inf)
-    shifted = scores - np.max(np.where(mask, scores, -np.inf), axis=-1, keepdims=True)
-    with np.errstate(invalid="ignore"):
-        e = np.where(mask, np.exp(shifted), 0.0)
-        total = e.sum(axis=-1, keepdims=True)
-        return np.where(total > 0, e / np.where(total > 0, total, 1.0), 0.0)
+    """softmax over the valid positions only; rows without one are all zero."""
+    weights = np.zeros_like(scores, dtype="float64")
+    for index in np.ndindex(scores.shape[:-1]):
+        valid = mask[index]
+        if valid.any():
+            row = scores[index][valid].astype("float64")
+            e = np.exp(row - row.max())
+            weights[index][valid] = e / e.sum()
+    return weights
 
 
 def test_sequence_mask_matches_lengths():

@@ -1,0 +1,227 @@
+"""Typed, validated configuration read from YAML.
+
+A configuration is a tree of dataclasses. `from_mapping` builds one from the plain
+dict that `yaml.safe_load` gives, checking every value against the field's type
+annotation; an unknown key or a bad value raises `ConfigError` naming the key's
+full path, what was given and what is allowed. Nothing in a YAML file is ignored.
+
+Supported field types: `bool`, `int`, `float`, `str`, `typing.Literal[...]`,
+`X | None`, `list[X]` / `tuple[X, ...]`, and nested dataclasses. A dataclass may
+check relations between its fields in `__post_init__` by raising `ValueError`;
+the message is reported with the dataclass's path.
+"""
+
+import dataclasses
+import types
+import typing
+from pathlib import Path
+
+import yaml
+
+from attncli.errors import AttncliError
+
+
+class ConfigError(AttncliError):
+    """A configuration file or override that cannot be used as it is."""
+
+
+def from_mapping(cls, mapping, path=""):
+    """Build dataclass `cls` from `mapping`, validating every key and value.
+
+    Args:
+        cls: a dataclass type whose fields all have defaults or appear in `mapping`.
+        mapping: a dict (from YAML), or None for all defaults.
+        path: dotted prefix used in error messages.
+
+    Returns:
+        An instance of `cls`.
+
+    Raises:
+        ConfigError: on an unknown key, a missing required key or a bad value.
+    """
+    where = path or "the configuration"
+    if mapping is None:
+        mapping = {}
+    if not isinstance(mapping, dict):
+        raise ConfigError(
+            f"{where}: expected a mapping of keys to values, got {_describe(mapping)}"
+        )
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = [key for key in mapping if key not in fields]
+    if unknown:
+        key = unknown[0]
+        raise ConfigError(
+            f"{_join(path, str(key))}: unknown key; allowed keys here: "
+            f"{', '.join(fields)}"
+        )
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for name, field in fields.items():
+        if name in mapping:
+            values[name] = _convert(hints[name], mapping[name], _join(path, name))
+        elif (
+            field.default is dataclasses.MISSING
+            and field.default_factory is dataclasses.MISSING
+        ):
+            raise ConfigError(f"{_join(path, name)}: required key is missing")
+    try:
+        return cls(**values)
+    except ValueError as error:
+        raise ConfigError(f"{where}: {error}") from None
+
+
+def to_mapping(config):
+    """The plain dict (YAML-ready) of a configuration dataclass."""
+    mapping = dataclasses.asdict(config)
+    return _plain(mapping)
+
+
+def load_yaml(path):
+    """Read a YAML file into a dict, turning every failure into a ConfigError."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file; check the path") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"{path}: cannot read the config file ({error})") from None
+    try:
+        mapping = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or "invalid YAML"
+        raise ConfigError(f"{path}: {problem}{at}; fix the YAML syntax") from None
+    if mapping is None:
+        return {}
+    if not isinstance(mapping, dict):
+        raise ConfigError(
+            f"{path}: expected a mapping of sections at the top, got "
+            f"{_describe(mapping)}"
+        )
+    return mapping
+
+
+def save_yaml(config, path):
+    """Write the resolved configuration as YAML, atomically."""
+    path = Path(path)
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(
+        yaml.safe_dump(to_mapping(config), sort_keys=False), encoding="utf-8"
+    )
+    temporary.replace(path)
+
+
+def apply_overrides(mapping, overrides):
+    """Apply `key.path=value` overrides to a (nested) config mapping, in place.
+
+    Values are parsed as YAML scalars or flow collections, so `epochs=3` gives an
+    int, `score=general` a string and `sizes=[1, 2]` a list.
+
+    Args:
+        mapping: the dict read from YAML.
+        overrides: iterable of strings `dotted.key=value`.
+
+    Returns:
+        `mapping`, for chaining.
+    """
+    for override in overrides:
+        key, separator, text = override.partition("=")
+        key = key.strip()
+        if not separator or not key or any(not part for part in key.split(".")):
+            raise ConfigError(
+                f"--set {override!r}: expected KEY.PATH=VALUE, "
+                "e.g. --set training.epochs=3"
+            )
+        try:
+            value = yaml.safe_load(text) if text.strip() else ""
+        except yaml.YAMLError:
+            raise ConfigError(
+                f"--set {override!r}: the value is not valid YAML; quote it"
+            ) from None
+        node = mapping
+        parts = key.split(".")
+        for depth, part in enumerate(parts[:-1]):
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                prefix = ".".join(parts[: depth + 1])
+                raise ConfigError(
+                    f"--set {override!r}: {prefix} is a value, not a section"
+                )
+            node = child
+        node[parts[-1]] = value
+    return mapping
+
+
+def _convert(annotation, value, path):
+    origin = typing.get_origin(annotation)
+    arguments = typing.get_args(annotation)
+    if dataclasses.is_dataclass(annotation):
+        return from_mapping(annotation, value, path)
+    if origin is typing.Literal:
+        if value not in arguments:
+            allowed = ", ".join(str(a) for a in arguments)
+            raise ConfigError(f"{path}: got {value!r}; allowed values: {allowed}")
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in arguments:
+            return None
+        options = [a for a in arguments if a is not type(None)]
+        if len(options) == 1:
+            return _convert(options[0], value, path)
+        for option in options:
+            try:
+                return _convert(option, value, path)
+            except ConfigError:
+                continue
+        expected = " or ".join(_type_name(option) for option in options)
+        raise ConfigError(f"{path}: got {_describe(value)}; expected {expected}")
+    if origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{path}: got {_describe(value)}; expected a list")
+        item_type = arguments[0] if arguments else typing.Any
+        items = [_convert(item_type, item, f"{path}[{i}]") for i, item in enumerate(value)]
+        return tuple(items) if origin is tuple else items
+    if annotation is typing.Any:
+        return value
+    if annotation is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{path}: got {_describe(value)}; expected true or false")
+        return value
+    if annotation is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{path}: got {_describe(value)}; expected an integer")
+        return value
+    if annotation is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{path}: got {_describe(value)}; expected a number")
+        return float(value)
+    if annotation is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{path}: got {_describe(value)}; expected a string")
+        return value
+    raise TypeError(f"{path}: unsupported field type {annotation!r}")
+
+
+def _plain(value):
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    return value
+
+
+def _join(path, key):
+    return f"{path}.{key}" if path else key
+
+
+def _describe(value):
+    if isinstance(value, (dict, list)):
+        return f"a {type(value).__name__}"
+    return f"{value!r}"
+
+
+def _type_name(annotation):
+    if typing.get_origin(annotation) is typing.Literal:
+        return "one of " + ", ".join(str(a) for a in typing.get_args(annotation))
+    return getattr(annotation, "__name__", str(annotation))

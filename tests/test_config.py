@@ -1,0 +1,122 @@
+import dataclasses
+from typing import Literal
+
+import pytest
+import yaml
+
+from attncli.config import (
+    ConfigError,
+    apply_overrides,
+    from_mapping,
+    load_yaml,
+    save_yaml,
+    to_mapping,
+)
+
+
+@dataclasses.dataclass
+class Attention:
+    score: Literal["dot", "general"] = "dot"
+    window: int = 10
+
+
+@dataclasses.dataclass
+class Model:
+    units: int = 256
+    dropout: float = 0.0
+    attention: Attention = dataclasses.field(default_factory=Attention)
+    layers: list[int] = dataclasses.field(default_factory=lambda: [1])
+    name: str | None = None
+
+    def __post_init__(self):
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+
+
+@dataclasses.dataclass
+class Run:
+    model: Model = dataclasses.field(default_factory=Model)
+    bidirectional: bool = True
+
+
+def test_defaults_from_empty_mapping():
+    assert from_mapping(Run, None) == Run()
+
+
+def test_nested_values_are_typed():
+    run = from_mapping(
+        Run, {"model": {"units": 64, "dropout": 0, "attention": {"score": "general"}}}
+    )
+    assert run.model.units == 64
+    assert run.model.dropout == 0.0 and isinstance(run.model.dropout, float)
+    assert run.model.attention.score == "general"
+
+
+@pytest.mark.parametrize(
+    "mapping, message",
+    [
+        ({"model": {"unit": 3}}, "model.unit: unknown key; allowed keys here: units,"),
+        ({"model": {"units": "many"}}, "model.units: got 'many'; expected an integer"),
+        ({"model": {"units": True}}, "model.units: got True; expected an integer"),
+        (
+            {"model": {"attention": {"score": "cosine"}}},
+            "model.attention.score: got 'cosine'; allowed values: dot, general",
+        ),
+        ({"model": {"layers": [1, "x"]}}, "model.layers[1]: got 'x'"),
+        ({"model": {"dropout": 1.5}}, "model: dropout must be in [0, 1), got 1.5"),
+        ({"bidirectional": "yes"}, "bidirectional: got 'yes'; expected true or false"),
+        ({"model": [1, 2]}, "model: expected a mapping"),
+    ],
+)
+def test_bad_values_name_the_full_key_path(mapping, message):
+    with pytest.raises(ConfigError) as error:
+        from_mapping(Run, mapping)
+    assert str(error.value).startswith(message)
+    assert "\n" not in str(error.value)
+
+
+def test_overrides_parse_yaml_scalars_and_create_sections():
+    mapping = apply_overrides(
+        {"model": {"units": 8}},
+        ["model.attention.score=general", "model.units=32", "bidirectional=false"],
+    )
+    run = from_mapping(Run, mapping)
+    assert run.model.attention.score == "general"
+    assert run.model.units == 32
+    assert run.bidirectional is False
+
+
+@pytest.mark.parametrize("override", ["novalue", "=3", "model..units=3"])
+def test_malformed_override(override):
+    with pytest.raises(ConfigError, match="expected KEY.PATH=VALUE"):
+        apply_overrides({}, [override])
+
+
+def test_override_through_a_value_is_rejected():
+    with pytest.raises(ConfigError, match="model.units is a value, not a section"):
+        apply_overrides({"model": {"units": 3}}, ["model.units.x=1"])
+
+
+def test_yaml_round_trip(tmp_path):
+    run = from_mapping(Run, {"model": {"units": 7, "name": "tiny"}})
+    path = tmp_path / "config.yaml"
+    save_yaml(run, path)
+    assert from_mapping(Run, load_yaml(path)) == run
+    assert yaml.safe_load(path.read_text())["model"]["layers"] == [1]
+    assert to_mapping(run)["model"]["attention"] == {"score": "dot", "window": 10}
+
+
+def test_bad_yaml_names_the_line(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("model:\n  units: [1, 2\n")
+    with pytest.raises(ConfigError, match=r"bad.yaml: .* at line \d+, column \d+"):
+        load_yaml(path)
+
+
+def test_missing_file_and_non_mapping(tmp_path):
+    with pytest.raises(ConfigError, match="no such config file"):
+        load_yaml(tmp_path / "absent.yaml")
+    path = tmp_path / "list.yaml"
+    path.write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match="expected a mapping of sections"):
+        load_yaml(path)
