@@ -165,7 +165,7 @@ def test_training_config_rejects_bad_values(options, message):
 
 def test_compiled_step_updates_weights_and_lowers_the_loss():
     model = small_model(score="dot")
-    config = TrainingConfig(learning_rate=1e-2, label_smoothing=0.0)
+    config = TrainingConfig(learning_rate=5e-3, label_smoothing=0.0)
     train_step = make_train_step(model, make_optimizer(config), config)
     eval_step = make_eval_step(model, config)
     before = float(eval_step((SOURCE, TARGET_IN), TARGET_OUT)["loss"])
@@ -191,18 +191,19 @@ def test_xla_step_gives_the_loss_of_the_plain_step():
 
 
 def real_pairs(count):
-    """`count` Spanish-English pairs with distinct sources from the Tatoeba slice."""
+    """`count` Spanish-English pairs from the Tatoeba file whose sources differ once
+    normalised (one source with two translations could never be reproduced exactly)."""
     path = shared_data() / "spa-eng" / "spa.txt"
     if not path.exists():
         if os.environ.get("CI"):
             pytest.fail(f"shared data not found: {path}")
         pytest.skip(f"shared data not found: {path}")
     corpus = read_tsv(path, source_column=1, target_column=0, limit=20000)
-    order = np.random.default_rng(0).permutation(len(corpus))
+    normalized = Tokenizer("word", **TUTORIAL_NORMALIZATION).normalize(corpus.sources).numpy()
     seen, keep = set(), []
-    for index in order:
-        if corpus.sources[index] not in seen:
-            seen.add(corpus.sources[index])
+    for index in np.random.default_rng(0).permutation(len(corpus)):
+        if normalized[index] not in seen:
+            seen.add(normalized[index])
             keep.append(int(index))
         if len(keep) == count:
             break
@@ -216,12 +217,14 @@ def real_pairs(count):
     ids=["bahdanau", "luong"],
 )
 def test_overfits_real_pairs_until_argmax_reproduces_every_target(options):
-    pairs = real_pairs(256)
+    pairs = real_pairs(200)
     tokenizers = []
     for texts in (pairs.sources, pairs.targets):
         tokenizer = Tokenizer("word", **TUTORIAL_NORMALIZATION)
         tokenizers.append(tokenizer.with_vocabulary(tokenizer.build_vocabulary(texts)))
-    dataset = make_dataset(pairs, *tokenizers, batch_size=64, max_length=None, seed=0)
+    dataset = make_dataset(
+        pairs, *tokenizers, batch_size=64, max_length=None, bucketing=False, seed=0
+    )
     batches = list(dataset)
     keras.utils.set_random_seed(0)
     model = Seq2Seq(ModelConfig(
@@ -229,7 +232,7 @@ def test_overfits_real_pairs_until_argmax_reproduces_every_target(options):
         target_vocab_size=len(tokenizers[1].vocabulary),
         embedding_dim=64, units=96, **options,
     ))
-    config = TrainingConfig(learning_rate=1e-2, label_smoothing=0.0)
+    config = TrainingConfig(learning_rate=5e-3, label_smoothing=0.0)
     train_step = make_train_step(model, make_optimizer(config), config)
 
     def all_reproduced():
@@ -240,7 +243,7 @@ def test_overfits_real_pairs_until_argmax_reproduces_every_target(options):
                 return False
         return True
 
-    for epoch in range(150):
+    for epoch in range(200):
         for inputs, target_out in batches:
             train_step(inputs, target_out)
         if epoch % 10 == 9 and all_reproduced():
