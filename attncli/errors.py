@@ -1,9 +1,9 @@
-"""The one exception type that reaches the user as a one-line message."""
+"""Errors a user can cause and fix: the CLI prints the message as one line, exit code 2."""
 
 
 class AttncliError(Exception):
-    """A user error: its message says what is wrong and how to fix it.
+    """Base of every user-facing attncli error; its message is the one line the user reads."""
 
-    The command line prints the message on one line and exits with code 2;
-    the traceback is shown only with `--debug`.
-    """
+
+class DataError(AttncliError):
+    """A corpus, vocabulary or data setting cannot be used (strict mode, missing file, ...)."""

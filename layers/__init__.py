@@ -4,13 +4,21 @@ Importable on their own: `from layers import LuongAttention`. Every layer here u
 `keras.ops` only, so it runs on any Keras backend.
 """
 
+from layers.bahdanau_attention import BahdanauAttention
 from layers.base_attention import BaseAttention
 from layers.dot_product_attention import DotProductAttention
+from layers.luong_attention import LuongAttention
 from layers.masking import masked_softmax, sequence_mask
+from layers.positional_embedding import PositionalEmbedding
+from layers.scaled_dot_self_attention import ScaledDotSelfAttention
 
 __all__ = [
+    "BahdanauAttention",
+    "LuongAttention",
     "BaseAttention",
     "DotProductAttention",
     "masked_softmax",
+    "PositionalEmbedding",
+    "ScaledDotSelfAttention",
     "sequence_mask",
 ]

@@ -1,0 +1,95 @@
+"""Attention matrices as pictures: a shaded table in the terminal, or a PNG.
+
+Both show source tokens as columns and output tokens as rows; a cell's shade is
+its attention weight, and each row's largest weight is marked.
+"""
+
+import numpy as np
+from rich.table import Table
+from rich.text import Text
+
+# From white (weight 0) to a deep blue (weight 1); readable on dark and light terminals.
+_LOW = np.array([255, 255, 255])
+_HIGH = np.array([8, 48, 107])
+
+
+def _check(source_tokens, output_tokens, weights):
+    weights = np.asarray(weights, dtype="float64")
+    expected = (len(output_tokens), len(source_tokens))
+    if weights.shape != expected:
+        raise ValueError(
+            f"weights have shape {weights.shape}, expected (outputs, sources) = {expected}"
+        )
+    return weights
+
+
+def _shade(weight):
+    weight = float(np.clip(weight, 0.0, 1.0))
+    red, green, blue = (_LOW + (_HIGH - _LOW) * weight).round().astype(int)
+    ink = "black" if weight < 0.5 else "white"
+    return f"{ink} on rgb({red},{green},{blue})"
+
+
+def heatmap_table(source_tokens, output_tokens, weights, decimals=2, title=None):
+    """A Rich table of attention weights, one row per output token.
+
+    Args:
+        source_tokens: list of str, the columns.
+        output_tokens: list of str, the rows.
+        weights: array `(len(output_tokens), len(source_tokens))`.
+        decimals: digits printed in each cell. Defaults to 2.
+        title: optional table title.
+
+    Returns:
+        rich.table.Table; the largest weight of each row is bold and marked `*`.
+    """
+    weights = _check(source_tokens, output_tokens, weights)
+    table = Table(title=title, show_lines=False, pad_edge=False)
+    table.add_column("output \\ source", style="bold")
+    for token in source_tokens:
+        table.add_column(token, justify="right", no_wrap=True)
+    for token, row in zip(output_tokens, weights):
+        best = int(np.argmax(row)) if row.size else -1
+        cells = []
+        for position, weight in enumerate(row):
+            mark = "*" if position == best else " "
+            cells.append(Text(f"{weight:.{decimals}f}{mark}", style=_shade(weight)
+                              + (" bold" if position == best else "")))
+        table.add_row(token, *cells)
+    return table
+
+
+def save_heatmap_png(source_tokens, output_tokens, weights, path, title=None):
+    """Save the attention matrix as a labelled PNG with a colour bar.
+
+    Source tokens run along the top, output tokens down the side, and each row's
+    largest weight is outlined.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    weights = _check(source_tokens, output_tokens, weights)
+    width = max(4.0, 0.55 * len(source_tokens) + 2.0)
+    height = max(3.0, 0.45 * len(output_tokens) + 1.5)
+    figure, axes = plt.subplots(figsize=(width, height))
+    image = axes.imshow(weights, cmap="Blues", vmin=0.0, vmax=1.0, aspect="auto")
+    axes.set_xticks(range(len(source_tokens)), labels=source_tokens, rotation=60,
+                    ha="left", rotation_mode="anchor")
+    axes.set_yticks(range(len(output_tokens)), labels=output_tokens)
+    axes.xaxis.tick_top()
+    axes.set_xlabel("source")
+    axes.xaxis.set_label_position("top")
+    axes.set_ylabel("output")
+    for row, values in enumerate(weights):
+        if values.size:
+            column = int(np.argmax(values))
+            axes.add_patch(plt.Rectangle((column - 0.5, row - 0.5), 1, 1, fill=False,
+                                         edgecolor="darkorange", linewidth=1.5))
+    figure.colorbar(image, ax=axes, label="attention weight")
+    if title:
+        figure.suptitle(title, y=0.02, va="bottom", fontsize="small")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)

@@ -1,0 +1,288 @@
+"""The tf.data input pipeline: text pairs in, padded int32 batches of ids out.
+
+Stages: encode in chunks (vectorised tensorflow-text ops, in parallel) → drop pairs longer
+than `max_length` → cache → shuffle with a seed → bucket by length → pad → count → prefetch.
+
+Bucketing groups pairs whose source AND target lengths fall in the same length bands (what
+`bucket_by_sequence_length` does, with a key that looks at both sides, computed for a whole
+epoch at once with vectorised ops instead of element by element, which was 2-4 times
+slower here), so a batch carries little padding on either side.
+Bands are one token wide up to 10 tokens, then about 10% of the length wide. A batch holds
+`batch_size` sentences, or, with `tokens_per_batch`, as many sentences as fit in that many
+token slots of the band's longest side, so every batch costs about the same to train on.
+
+Each element is `((source_ids, target_in_ids), target_out_ids)`, int32, padded with 0:
+`target_in = [START] + target`, `target_out = target + [END]`; the source gets no start id
+and an end id only with `source_end=True`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import tensorflow as tf
+
+from attncli.errors import DataError
+from attncli.vocabulary import END, START
+
+
+def length_bands(max_length: int, growth: float = 1.1) -> list[int]:
+    """Inclusive upper bounds of the length bands: 1, 2, ..., 10, 11, 13, 15, ..., max_length.
+
+    A band's width is at most `growth - 1` of its upper bound (one token for short ones).
+    """
+    if max_length < 1:
+        raise DataError(f"max_length must be at least 1, got {max_length}")
+    bands, upper = [], 1
+    while upper < max_length:
+        bands.append(upper)
+        upper = max(upper + 1, math.ceil(upper * growth))
+    bands.append(max_length)
+    return bands
+
+
+class PipelineStats:
+    """What the pipeline delivered since the last `reset()`, read by the training loop.
+
+    Counters live in `tf.Variable`s updated by the pipeline as each batch leaves it; call
+    `reset()` before an epoch and read the properties after it.
+
+    Attributes (Python numbers):
+        batches, sentences: counts delivered.
+        source_tokens, target_tokens: non-pad ids delivered (target: `target_out`, so the
+            end id is counted, as in BENCHMARKS.md's tokens/s).
+        source_padding_fraction, target_padding_fraction, padding_fraction: share of the
+            padded slots (batch x length) that hold padding, per side and over both.
+        too_long: pairs dropped for exceeding `max_length`; counted while the first pass
+            fills the cache, so not cleared by `reset()`.
+    """
+
+    _EPOCH_COUNTERS = (
+        "batches", "sentences", "source_tokens", "source_slots", "target_tokens", "target_slots"
+    )
+
+    def __init__(self):
+        self._counters = {
+            name: tf.Variable(0, dtype=tf.int64, trainable=False, name=name)
+            for name in self._EPOCH_COUNTERS + ("too_long",)
+        }
+
+    def reset(self) -> None:
+        for name in self._EPOCH_COUNTERS:
+            self._counters[name].assign(0)
+
+    def count_batch(self, source_ids, target_out_ids) -> None:
+        """Adds one padded batch to the counters (a TensorFlow op, run inside tf.data)."""
+        updates = {
+            "batches": 1,
+            "sentences": tf.shape(source_ids)[0],
+            "source_tokens": tf.math.count_nonzero(source_ids),
+            "source_slots": tf.size(source_ids),
+            "target_tokens": tf.math.count_nonzero(target_out_ids),
+            "target_slots": tf.size(target_out_ids),
+        }
+        for name, value in updates.items():
+            self._counters[name].assign_add(tf.cast(value, tf.int64))
+
+    def count_too_long(self, count) -> None:
+        self._counters["too_long"].assign_add(tf.cast(count, tf.int64))
+
+    def __getattr__(self, name):
+        counters = self.__dict__.get("_counters", {})
+        if name in counters:
+            return int(counters[name].numpy())
+        raise AttributeError(name)
+
+    @property
+    def source_padding_fraction(self) -> float:
+        return _padding(self.source_tokens, self.source_slots)
+
+    @property
+    def target_padding_fraction(self) -> float:
+        return _padding(self.target_tokens, self.target_slots)
+
+    @property
+    def padding_fraction(self) -> float:
+        return _padding(
+            self.source_tokens + self.target_tokens, self.source_slots + self.target_slots
+        )
+
+    def as_dict(self) -> dict:
+        names = self._EPOCH_COUNTERS + ("too_long",)
+        values = {name: getattr(self, name) for name in names}
+        values["padding_fraction"] = self.padding_fraction
+        values["source_padding_fraction"] = self.source_padding_fraction
+        values["target_padding_fraction"] = self.target_padding_fraction
+        return values
+
+
+def _padding(tokens: int, slots: int) -> float:
+    return 1.0 - tokens / slots if slots else 0.0
+
+
+def make_dataset(
+    corpus,
+    source_tokenizer,
+    target_tokenizer,
+    batch_size: int = 64,
+    tokens_per_batch: int | None = None,
+    max_length: int | None = 50,
+    bucketing: bool = True,
+    shuffle: bool = True,
+    seed: int = 0,
+    source_end: bool = False,
+    stats: PipelineStats | None = None,
+    chunk_size: int = 2048,
+) -> tf.data.Dataset:
+    """A `tf.data.Dataset` of padded id batches for `corpus`.
+
+    Args:
+        corpus: a `Corpus` (`sources`, `targets`: lists of strings).
+        source_tokenizer, target_tokenizer: `Tokenizer`s with vocabularies.
+        batch_size: sentences per batch (ignored when `tokens_per_batch` is set).
+            Defaults to 64.
+        tokens_per_batch: if set, a batch of a pair of length bands holds
+            `tokens_per_batch // longest_band_bound` sentences (at least 1). Needs
+            `bucketing`. Defaults to `None`.
+        max_length: drop pairs whose source ids or `target_out` ids are longer. `None`
+            keeps every pair (evaluation). Defaults to 50.
+        bucketing: batch pairs of similar lengths together. Defaults to `True`.
+        shuffle: reshuffle pairs and batches each epoch, seeded by `seed`. Defaults to
+            `True`. With `shuffle=False, bucketing=False` batches keep the corpus order.
+        seed: seed of the shuffles; epoch k of any run with this seed is the same.
+            Defaults to 0.
+        source_end: append the end id to each source. Defaults to `False`.
+        stats: a `PipelineStats` to count into (keep a reference to it while the dataset
+            is in use). Defaults to `None`: nothing counted.
+        chunk_size: sentences encoded per tensorflow-text call. Defaults to 2048.
+
+    Returns:
+        A dataset of `((source_ids, target_in_ids), target_out_ids)`: int32 tensors
+        `(batch, source_length)`, `(batch, target_length)`, `(batch, target_length)`.
+    """
+    if tokens_per_batch is not None and not bucketing:
+        raise DataError("tokens_per_batch needs bucketing")
+    if batch_size < 1 or (tokens_per_batch is not None and tokens_per_batch < 1):
+        raise DataError(
+            f"batch sizes must be positive, got batch_size={batch_size}, "
+            f"tokens_per_batch={tokens_per_batch}"
+        )
+    if len(corpus) == 0:
+        raise DataError("the corpus has no pairs")
+
+    def encode(sources, targets):
+        source_ids = source_tokenizer.encode(sources)
+        if source_end:
+            source_ids = _append(source_ids, END)
+        target_ids = target_tokenizer.encode(targets)
+        return source_ids, _prepend(target_ids, START), _append(target_ids, END)
+
+    def drop_too_long(source_ids, target_in, target_out):
+        fits = (source_ids.row_lengths() <= max_length) & (
+            target_out.row_lengths() <= max_length
+        )
+        if stats is not None:
+            stats.count_too_long(tf.reduce_sum(tf.cast(~fits, tf.int64)))
+        return tuple(tf.ragged.boolean_mask(ids, fits) for ids in (source_ids, target_in, target_out))
+
+    # First pass: encode in parallel chunks, then gather every pair into one element of
+    # three ragged tensors `(pairs, None)` that the cache keeps for later epochs.
+    encoded = tf.data.Dataset.from_tensor_slices(
+        (tf.constant(corpus.sources, tf.string), tf.constant(corpus.targets, tf.string))
+    )
+    encoded = encoded.batch(chunk_size).map(
+        encode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
+    )
+    if max_length is not None:
+        encoded = encoded.map(drop_too_long)
+    encoded = encoded.unbatch().ragged_batch(len(corpus)).cache()
+
+    # Each epoch: one random seed from `seed` and the epoch number.
+    epoch_seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
+    batcher = _Batcher(
+        length_bands(max_length or _LONGEST_BAND), batch_size, tokens_per_batch, bucketing, shuffle
+    )
+    batches = tf.data.Dataset.zip(encoded, epoch_seeds).map(batcher)
+    batches = batches.flat_map(lambda *rows: tf.data.Dataset.from_tensor_slices(rows))
+
+    def pad_count_arrange(source_ids, target_in, target_out):
+        source_ids, target_in, target_out = (
+            ids.to_tensor() for ids in (source_ids, target_in, target_out)
+        )
+        if stats is not None:
+            stats.count_batch(source_ids, target_out)
+        return (source_ids, target_in), target_out
+
+    return batches.map(pad_count_arrange).prefetch(tf.data.AUTOTUNE)
+
+
+def _prepend(ids: tf.RaggedTensor, value: int) -> tf.RaggedTensor:
+    column = tf.fill([ids.nrows(), 1], tf.constant(value, ids.dtype))
+    return tf.concat([column, ids], axis=1)
+
+
+def _append(ids: tf.RaggedTensor, value: int) -> tf.RaggedTensor:
+    column = tf.fill([ids.nrows(), 1], tf.constant(value, ids.dtype))
+    return tf.concat([ids, column], axis=1)
+
+
+#: Length bands cover this many tokens when `max_length` is None; longer pairs share the
+#: last band.
+_LONGEST_BAND = 1024
+
+
+class _Batcher:
+    """Splits one epoch of ragged pairs into ragged batches `(batches, None, None)`.
+
+    Vectorised over the whole epoch: permute the pairs (seeded), sort them stably by
+    their (source band, target band) key, number the batches within each key, then
+    permute the batches (seeded).
+    """
+
+    def __init__(self, bands, batch_size, tokens_per_batch, bucketing, shuffle):
+        uppers = np.array(bands, dtype=np.int32)
+        if tokens_per_batch is None:
+            sizes = np.full(len(bands) ** 2, batch_size, dtype=np.int64)
+        else:
+            longest_side = np.maximum(uppers[:, None], uppers[None, :]).reshape(-1)
+            sizes = np.maximum(1, tokens_per_batch // longest_side).astype(np.int64)
+        self.uppers, self.sizes = uppers, sizes
+        self.batch_size, self.bucketing, self.shuffle = batch_size, bucketing, shuffle
+
+    def band(self, lengths):
+        bands = tf.searchsorted(tf.constant(self.uppers), tf.cast(lengths, tf.int32))
+        return tf.minimum(tf.cast(bands, tf.int64), len(self.uppers) - 1)
+
+    def __call__(self, pairs, epoch_seed):
+        source_ids, target_in, target_out = pairs
+        n = source_ids.nrows()
+        seeds = tf.stack([epoch_seed, tf.constant(0, tf.int64)])
+        order = tf.range(n)
+        if self.shuffle:
+            order = tf.random.experimental.stateless_shuffle(order, seed=seeds)
+        if self.bucketing:
+            keys = self.band(tf.gather(source_ids.row_lengths(), order)) * len(
+                self.uppers
+            ) + self.band(tf.gather(target_out.row_lengths(), order))
+            by_key = tf.argsort(keys, stable=True)
+            order, keys = tf.gather(order, by_key), tf.gather(keys, by_key)
+            # rank of each pair within its key → its batch within the key
+            rank = tf.range(n) - tf.searchsorted(keys, keys, side="left", out_type=tf.int64)
+            batch_in_key = rank // tf.gather(tf.constant(self.sizes), keys)
+            _, batch_ids = tf.unique(keys * tf.cast(n, tf.int64) + batch_in_key)
+            batch_ids = tf.cast(batch_ids, tf.int64)
+        else:
+            batch_ids = tf.range(n) // self.batch_size
+        if self.shuffle:
+            count = tf.reduce_max(batch_ids) + 1
+            new_place = tf.argsort(
+                tf.random.experimental.stateless_shuffle(tf.range(count), seed=seeds + 1)
+            )
+            batch_ids = tf.gather(tf.cast(new_place, tf.int64), batch_ids)
+            by_batch = tf.argsort(batch_ids, stable=True)
+            order, batch_ids = tf.gather(order, by_batch), tf.gather(batch_ids, by_batch)
+        return tuple(
+            tf.RaggedTensor.from_value_rowids(tf.gather(ids, order), batch_ids)
+            for ids in (source_ids, target_in, target_out)
+        )

@@ -1,0 +1,147 @@
+"""The directory a training run lives in, and how it is opened again.
+
+    runs/NAME/
+        run.json        format marker: {"format": 1, "attncli": "0.1.0"}
+        config.yaml     the resolved configuration the run trained with
+        checkpoints/    the latest training checkpoints (model, optimizer, position)
+        model/          the best model so far, self-contained (see attncli.saving)
+        metrics.jsonl   one JSON object per evaluation, appended
+        train.log       what the run printed, with times
+
+No TensorFlow here: opening a run to report an error must be instant.
+"""
+
+import json
+import os
+import time
+from pathlib import Path
+
+from attncli import __version__
+from attncli.errors import AttncliError
+
+RUN_FORMAT = 1
+MARKER = "run.json"
+
+
+class RunDirectory:
+    """Paths and bookkeeping of one training run.
+
+    Args:
+        path: the run's directory.
+    """
+
+    def __init__(self, path):
+        self.path = Path(path)
+
+    @property
+    def marker_path(self):
+        return self.path / MARKER
+
+    @property
+    def config_path(self):
+        return self.path / "config.yaml"
+
+    @property
+    def checkpoint_dir(self):
+        return self.path / "checkpoints"
+
+    @property
+    def model_dir(self):
+        return self.path / "model"
+
+    @property
+    def metrics_path(self):
+        return self.path / "metrics.jsonl"
+
+    @property
+    def log_path(self):
+        return self.path / "train.log"
+
+    @classmethod
+    def create(cls, path, overwrite=False):
+        """Start a new run at `path`.
+
+        An existing run is never overwritten silently: the user must choose
+        `--resume` (continue it) or `--overwrite` (start again).
+        """
+        run = cls(path)
+        if run.marker_path.exists() and not overwrite:
+            raise AttncliError(
+                f"{run.path} already holds a run; continue it with --resume, "
+                "or start again with --overwrite"
+            )
+        if run.path.exists() and not run.path.is_dir():
+            raise AttncliError(f"{run.path} is a file, not a run directory; choose another --run-dir")
+        run.path.mkdir(parents=True, exist_ok=True)
+        if overwrite:
+            for stale in (run.metrics_path, run.log_path):
+                stale.unlink(missing_ok=True)
+        write_json_atomically(
+            run.marker_path, {"format": RUN_FORMAT, "attncli": __version__}
+        )
+        return run
+
+    @classmethod
+    def open(cls, path):
+        """Open an existing run, checking that this attncli can read it."""
+        run = cls(path)
+        if not run.path.exists():
+            raise AttncliError(
+                f"{run.path}: no such run directory; train one with `attncli train`"
+            )
+        if not run.marker_path.exists():
+            raise AttncliError(
+                f"{run.path} is not an attncli run directory (no {MARKER}); "
+                "give the directory `attncli train` created"
+            )
+        try:
+            marker = json.loads(run.marker_path.read_text(encoding="utf-8"))
+            found = marker["format"]
+        except (OSError, ValueError, KeyError, TypeError):
+            raise AttncliError(
+                f"{run.marker_path} is unreadable or damaged; the run cannot be opened"
+            ) from None
+        if found != RUN_FORMAT:
+            raise AttncliError(
+                f"{run.path} was written by attncli {marker.get('attncli', '?')} in run "
+                f"format {found}; this attncli {__version__} reads format {RUN_FORMAT}: "
+                "use a matching attncli version or train again"
+            )
+        return run
+
+    def append_metrics(self, record):
+        """Append one evaluation record to metrics.jsonl, durably."""
+        with open(self.metrics_path, "a", encoding="utf-8") as stream:
+            stream.write(json.dumps(record, sort_keys=True) + "\n")
+            stream.flush()
+            os.fsync(stream.fileno())
+
+    def read_metrics(self):
+        """The records of metrics.jsonl, skipping a last line cut by a crash."""
+        if not self.metrics_path.exists():
+            return []
+        records = []
+        for line in self.metrics_path.read_text(encoding="utf-8").splitlines():
+            try:
+                records.append(json.loads(line))
+            except ValueError:
+                continue
+        return records
+
+    def log(self, message):
+        """Append a timestamped line to train.log."""
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        with open(self.log_path, "a", encoding="utf-8") as stream:
+            stream.write(f"{stamp} {message}\n")
+
+
+def write_json_atomically(path, value):
+    """Write JSON to `path` so that a reader sees the old file or the new, never half."""
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.tmp")
+    with open(temporary, "w", encoding="utf-8") as stream:
+        json.dump(value, stream, indent=2, sort_keys=True)
+        stream.write("\n")
+        stream.flush()
+        os.fsync(stream.fileno())
+    os.replace(temporary, path)

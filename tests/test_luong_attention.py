@@ -1,0 +1,499 @@
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from keras import ops
+
+from layers import LuongAttention
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SCORES = ["dot", "general", "concat"]
+ALIGNMENTS = ["global", "local-m", "local-p"]
+BATCH, TQ, TV = 3, 4, 7
+QUERY_DIM, KEY_DIM, VALUE_DIM = 5, 6, 3
+
+
+def make_inputs(score, seed=0, lengths=(7, 4, 1), query_lengths=(4, 2, 3)):
+    rng = np.random.default_rng(seed)
+    key_dim = QUERY_DIM if score == "dot" else KEY_DIM
+    query = rng.normal(size=(BATCH, TQ, QUERY_DIM)).astype("float32")
+    values = rng.normal(size=(BATCH, TV, VALUE_DIM)).astype("float32")
+    keys = rng.normal(size=(BATCH, TV, key_dim)).astype("float32")
+    value_mask = np.arange(TV)[None, :] < np.array(lengths)[:, None]
+    query_mask = np.arange(TQ)[None, :] < np.array(query_lengths)[:, None]
+    return query, values, keys, query_mask, value_mask
+
+
+def numpy_weights(layer):
+    return {v.name: ops.convert_to_numpy(v).astype("float64") for v in layer.weights}
+
+
+def sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def reference_luong(layer, query, values, keys, query_mask, value_mask, query_positions=None):
+    """Luong et al. 2015, eqs. 7-10, one query and one key at a time, in the
+    paper's column-vector notation (the layer stores the transposed matrices)."""
+    w = numpy_weights(layer)
+    query, values, keys = (x.astype("float64") for x in (query, values, keys))
+    batch, num_queries, query_dim = query.shape
+    num_keys = keys.shape[1]
+    window = layer.window
+    sigma = window / 2.0
+    weights = np.zeros((batch, num_queries, num_keys))
+    for b in range(batch):
+        valid = [s for s in range(num_keys) if value_mask is None or value_mask[b, s]]
+        position = {s: i for i, s in enumerate(valid)}  # source position, from 0
+        length = len(valid)
+        for t in range(num_queries):
+            h_t = query[b, t]
+
+            def score(h_s):
+                if layer.score_name == "dot":
+                    return h_t @ h_s
+                if layer.score_name == "general":
+                    return h_t @ w["W_a"].T @ h_s
+                return w["v_a"] @ np.tanh(w["W_a"].T @ np.concatenate([h_t, h_s]))
+
+            if layer.alignment == "global":
+                allowed = valid
+            else:
+                if layer.alignment == "local-m":
+                    p_t = t if query_positions is None else query_positions[b, t]
+                else:
+                    p_t = (length - 1) * sigmoid(w["v_p"] @ np.tanh(w["W_p"].T @ h_t))
+                allowed = [s for s in valid if abs(position[s] - p_t) <= window]
+            if not allowed:
+                continue
+            scores = np.array([score(keys[b, s]) for s in allowed])
+            e = np.exp(scores - scores.max())
+            for s, a in zip(allowed, e / e.sum()):
+                if layer.alignment == "local-p":
+                    a *= np.exp(-((position[s] - p_t) ** 2) / (2 * sigma**2))
+                weights[b, t, s] = a
+    context = weights @ values
+    if query_mask is not None:
+        context = context * query_mask[..., None]
+    return context, weights
+
+
+def run(layer, query, values, keys, query_mask=None, value_mask=None, **kwargs):
+    context, weights = layer(
+        [query, values, keys],
+        mask=[query_mask, value_mask],
+        return_attention_scores=True,
+        **kwargs,
+    )
+    return ops.convert_to_numpy(context), ops.convert_to_numpy(weights)
+
+
+@pytest.mark.parametrize("window", [1, 2])
+@pytest.mark.parametrize("alignment", ALIGNMENTS)
+@pytest.mark.parametrize("score", SCORES)
+def test_matches_numpy_reference(score, alignment, window):
+    query, values, keys, query_mask, value_mask = make_inputs(score)
+    layer = LuongAttention(score=score, alignment=alignment, window=window)
+    context, weights = run(layer, query, values, keys, query_mask, value_mask)
+    ref_context, ref_weights = reference_luong(
+        layer, query, values, keys, query_mask, value_mask
+    )
+    np.testing.assert_allclose(weights, ref_weights, atol=1e-5)
+    np.testing.assert_allclose(context, ref_context, atol=1e-5)
+    mask = np.broadcast_to(value_mask[:, None, :], weights.shape)
+    assert np.all(weights[~mask] == 0.0)
+
+
+def test_units_sets_the_hidden_size():
+    layer = LuongAttention(score="concat", units=9, alignment="local-p", window=2)
+    query, values, keys, query_mask, value_mask = make_inputs("concat")
+    context, weights = run(layer, query, values, keys, query_mask, value_mask)
+    shapes = {v.name: tuple(v.shape) for v in layer.weights}
+    assert shapes == {
+        "W_a": (QUERY_DIM + KEY_DIM, 9),
+        "v_a": (9,),
+        "W_p": (QUERY_DIM, 9),
+        "v_p": (9,),
+    }
+    ref_context, ref_weights = reference_luong(
+        layer, query, values, keys, query_mask, value_mask
+    )
+    np.testing.assert_allclose(weights, ref_weights, atol=1e-5)
+    np.testing.assert_allclose(context, ref_context, atol=1e-5)
+
+
+def test_weight_names_and_shapes():
+    query, values, keys, _, _ = make_inputs("general")
+    shapes = {}
+    for score in ("general", "concat"):
+        layer = LuongAttention(score=score)
+        layer([query, values, keys])
+        shapes[score] = {v.name: tuple(v.shape) for v in layer.weights}
+    assert shapes["general"] == {"W_a": (KEY_DIM, QUERY_DIM)}
+    assert shapes["concat"] == {"W_a": (QUERY_DIM + KEY_DIM, QUERY_DIM), "v_a": (QUERY_DIM,)}
+    layer = LuongAttention(score="dot")
+    layer([query, query])
+    assert layer.weights == []
+
+
+@pytest.mark.parametrize("alignment", ALIGNMENTS)
+@pytest.mark.parametrize("score", SCORES)
+def test_fully_masked_rows_give_zeros(score, alignment):
+    query, values, keys, _, _ = make_inputs(score)
+    layer = LuongAttention(score=score, alignment=alignment, window=2)
+    context, weights = run(layer, query, values, keys, valid_lengths=np.array([3, 0, 5]))
+    assert np.all(np.isfinite(context)) and np.all(np.isfinite(weights))
+    assert np.all(weights[1] == 0.0) and np.all(context[1] == 0.0)
+    assert np.all(weights[0, :, 3:] == 0.0)
+
+
+def large_score_weights(layer, score, magnitude):
+    """Weights under which every score is about ±magnitude (keys ±1-hot)."""
+    if score == "general":
+        layer.W_a.assign(np.eye(KEY_DIM, QUERY_DIM, dtype="float32"))
+    if score == "concat":
+        kernel = np.zeros((QUERY_DIM + KEY_DIM, QUERY_DIM), "float32")
+        kernel[QUERY_DIM:, :] = 50.0 * np.eye(KEY_DIM, QUERY_DIM)
+        layer.W_a.assign(kernel)
+        layer.v_a.assign(np.full((QUERY_DIM,), magnitude, "float32"))
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_float16", "mixed_bfloat16", "bfloat16"])
+@pytest.mark.parametrize("alignment", ["global", "local-p"])
+@pytest.mark.parametrize("score", SCORES)
+def test_finite_for_large_scores_in_every_precision(score, alignment, policy):
+    magnitude = 1e4
+    key_dim = QUERY_DIM if score == "dot" else KEY_DIM
+    # query 100·e0, keys ±e0 scaled so the winning key scores +1e4, the others -1e4.
+    query = np.zeros((2, 2, QUERY_DIM), "float32")
+    query[..., 0] = 100.0
+    signs = np.array([-1, 1, -1, -1, -1, -1, -1], "float32")
+    keys = np.zeros((2, TV, key_dim), "float32")
+    keys[..., 0] = (signs * (100.0 if score != "concat" else 1.0))[None, :]
+    values = np.arange(2 * TV * VALUE_DIM, dtype="float32").reshape(2, TV, VALUE_DIM)
+    layer = LuongAttention(score=score, alignment=alignment, window=10, dtype=policy)
+    layer.build([query.shape, values.shape, keys.shape])
+    large_score_weights(layer, score, magnitude)
+    lengths = np.array([5, 0])
+    context, weights = layer(
+        [query, values, keys], valid_lengths=lengths, return_attention_scores=True
+    )
+    assert keras.backend.standardize_dtype(weights.dtype) == layer.compute_dtype
+    context = ops.convert_to_numpy(ops.cast(context, "float32"))
+    weights = ops.convert_to_numpy(ops.cast(weights, "float32"))
+    assert np.all(np.isfinite(context)) and np.all(np.isfinite(weights))
+    assert np.all(weights[:, :, 5:] == 0.0) and np.all(weights[1] == 0.0)
+    # Key 1 wins outright; local-p's Gaussian scales it by at most 1.
+    assert np.all(np.argmax(weights[0], axis=-1) == 1)
+    assert np.all(weights[0, :, 1] > 0.0) and np.all(weights[0, :, 1] <= 1.0 + 1e-3)
+
+
+@pytest.mark.parametrize("alignment", ["local-m", "local-p"])
+@pytest.mark.parametrize("score", SCORES)
+def test_zero_weight_outside_the_window(score, alignment):
+    query, values, keys, _, value_mask = make_inputs(score, seed=3, lengths=(7, 6, 5))
+    layer = LuongAttention(score=score, alignment=alignment, window=1)
+    _, weights = run(layer, query, values, keys, value_mask=value_mask)
+    centres = ops.convert_to_numpy(layer.aligned_positions(query, keys, value_mask))
+    outside = np.abs(np.arange(TV)[None, None, :] - centres[..., None]) > 1
+    assert outside.any()
+    assert np.all(weights[outside] == 0.0)
+    inside_valid = ~outside & value_mask[:, None, :]
+    assert np.all(weights[inside_valid] > 0.0)
+
+
+def test_local_p_gaussian_factor_by_hand():
+    # v_p = 0 makes sigmoid(.) = 1/2, so p_t = (S - 1) / 2 = 2 for S = 5; equal
+    # keys make the softmax uniform over the window {0..4} (D = 2), and the
+    # Gaussian with σ = 1 gives exp(-(s - 2)² / 2) / 5.
+    layer = LuongAttention(score="dot", alignment="local-p", window=2)
+    query = np.ones((1, 1, 2), "float32")
+    keys = np.ones((1, 9, 2), "float32")
+    layer.build([query.shape, keys.shape])
+    layer.v_p.assign(np.zeros_like(layer.v_p))
+    _, weights = layer([query, keys], valid_lengths=np.array([5]), return_attention_scores=True)
+    expected = np.exp(-((np.arange(5) - 2.0) ** 2) / 2.0) / 5.0
+    np.testing.assert_allclose(ops.convert_to_numpy(weights)[0, 0, :5], expected, atol=1e-7)
+    assert np.all(ops.convert_to_numpy(weights)[0, 0, 5:] == 0.0)
+
+
+@pytest.mark.parametrize("score", SCORES)
+def test_local_p_gaussian_factor_against_window_softmax(score):
+    query, values, keys, _, value_mask = make_inputs(score, seed=5, lengths=(7, 5, 2))
+    layer = LuongAttention(score=score, alignment="local-p", window=3)
+    _, weights = run(layer, query, values, keys, value_mask=value_mask)
+    scores = ops.convert_to_numpy(layer.score(query, keys)).astype("float64")
+    centres = ops.convert_to_numpy(layer.aligned_positions(query, keys, value_mask))
+    offsets = np.arange(TV)[None, None, :] - centres[..., None]
+    window = (np.abs(offsets) <= 3) & value_mask[:, None, :]
+    e = np.where(window, np.exp(scores - scores.max(-1, keepdims=True)), 0.0)
+    softmax = e / e.sum(-1, keepdims=True)
+    expected = softmax * np.exp(-(offsets**2) / (2 * 1.5**2))
+    np.testing.assert_allclose(weights, expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("score", SCORES)
+def test_local_p_positions_stay_in_the_valid_range(score):
+    query, values, keys, _, value_mask = make_inputs(score, lengths=(7, 4, 1))
+    layer = LuongAttention(score=score, alignment="local-p", window=2)
+    layer([query, values, keys], mask=[None, value_mask])
+    layer.v_p.assign(1e3 * np.ones_like(layer.v_p))  # sigmoid saturates at 0 or 1
+    centres = ops.convert_to_numpy(layer.aligned_positions(query, keys, value_mask))
+    last = value_mask.sum(-1)[:, None] - 1
+    assert np.all(centres >= 0.0) and np.all(centres <= last)
+
+
+@pytest.mark.parametrize("where", ["append", "prepend"])
+@pytest.mark.parametrize("alignment", ["local-m", "local-p"])
+@pytest.mark.parametrize("score", SCORES)
+def test_local_padding_invariance(score, alignment, where):
+    query, values, keys, _, value_mask = make_inputs(score, seed=7, lengths=(7, 7, 7))
+    layer = LuongAttention(score=score, alignment=alignment, window=2)
+    context, weights = run(layer, query, values, keys)
+    rng = np.random.default_rng(1)
+    pad = 4
+    padded_values = rng.normal(size=(BATCH, TV + pad, VALUE_DIM)).astype("float32")
+    padded_keys = rng.normal(size=(BATCH, TV + pad, keys.shape[-1])).astype("float32")
+    real = slice(0, TV) if where == "append" else slice(pad, TV + pad)
+    padded_values[:, real], padded_keys[:, real] = values, keys
+    padded_mask = np.zeros((BATCH, TV + pad), bool)
+    padded_mask[:, real] = True
+    padded_context, padded_weights = run(
+        layer, query, padded_values, padded_keys, value_mask=padded_mask
+    )
+    np.testing.assert_allclose(padded_weights[:, :, real], weights, atol=1e-6)
+    assert np.all(padded_weights[:, :, ~padded_mask[0]] == 0.0)
+    np.testing.assert_allclose(padded_context, context, atol=1e-5)
+
+
+# The one-word source alone has a softmax over one key, which Keras warns about.
+@pytest.mark.filterwarnings("ignore:You are using a softmax over axis")
+@pytest.mark.parametrize("alignment", ALIGNMENTS)
+@pytest.mark.parametrize("score", SCORES)
+def test_a_sentence_alone_equals_it_inside_a_padded_batch(score, alignment):
+    query, values, keys, _, value_mask = make_inputs(score, seed=8)
+    layer = LuongAttention(score=score, alignment=alignment, window=2)
+    context, weights = run(layer, query, values, keys, value_mask=value_mask)
+    for b, length in enumerate(value_mask.sum(-1)):
+        alone = run(layer, query[b : b + 1], values[b : b + 1, :length], keys[b : b + 1, :length])
+        np.testing.assert_allclose(alone[1][0], weights[b, :, :length], atol=1e-6)
+        np.testing.assert_allclose(alone[0][0], context[b], atol=1e-6)
+
+
+@pytest.mark.parametrize("alignment", ALIGNMENTS)
+@pytest.mark.parametrize("score", SCORES)
+def test_step_by_step_equals_full_sequence(score, alignment):
+    query, values, keys, _, value_mask = make_inputs(score)
+    layer = LuongAttention(score=score, alignment=alignment, window=2)
+    context, weights = run(layer, query, values, keys, value_mask=value_mask)
+    projected_keys = layer.project_keys(keys)
+    for t in range(TQ):
+        step_context, step_weights = layer.attend(
+            query[:, t : t + 1],
+            values,
+            keys,
+            value_mask=value_mask,
+            return_attention_scores=True,
+            query_positions=np.full((BATCH, 1), t),
+            projected_keys=projected_keys,
+        )
+        np.testing.assert_allclose(step_weights[:, 0], weights[:, t], atol=1e-6)
+        np.testing.assert_allclose(step_context[:, 0], context[:, t], atol=1e-6)
+
+
+def test_local_m_query_positions_shift_the_window():
+    query, values, keys, _, _ = make_inputs("dot")
+    layer = LuongAttention(score="dot", alignment="local-m", window=1)
+    positions = np.array([[6, 0, 3, 3]] * BATCH)
+    _, weights = layer.attend(
+        query, values, keys, return_attention_scores=True, query_positions=positions
+    )
+    weights = ops.convert_to_numpy(weights)
+    for t, p in enumerate(positions[0]):
+        outside = np.abs(np.arange(TV) - p) > 1
+        assert np.all(weights[:, t, outside] == 0.0)
+        np.testing.assert_allclose(weights[:, t].sum(-1), 1.0, atol=1e-6)
+
+
+@pytest.mark.parametrize("alignment", ALIGNMENTS)
+def test_keras_masks_from_embeddings(alignment):
+    source_ids = np.array([[4, 5, 6, 7, 0, 0], [8, 9, 0, 0, 0, 0]])
+    target_ids = np.array([[5, 6, 0], [7, 0, 0]])
+    source = keras.Input((None,), dtype="int32")
+    target = keras.Input((None,), dtype="int32")
+    embed = keras.layers.Embedding(12, 4, mask_zero=True)
+    layer = LuongAttention(score="general", alignment=alignment, window=2)
+    context = layer([embed(target), embed(source)])
+    model = keras.Model([source, target], context)
+    got = ops.convert_to_numpy(model([source_ids, target_ids]))
+    # Plain arrays: eager embeddings would carry their Keras mask along.
+    query = ops.convert_to_numpy(embed(target_ids))
+    keys = ops.convert_to_numpy(embed(source_ids))
+    expected = layer([query, keys], mask=[target_ids != 0, source_ids != 0])
+    np.testing.assert_allclose(got, ops.convert_to_numpy(expected), atol=1e-6)
+    assert np.all(got[1, 1:] == 0.0)
+    unmasked = ops.convert_to_numpy(layer([query, keys]))
+    # Without masks the padding of source 1 (within every window) gets weight.
+    assert not np.allclose(got[1, 0], unmasked[1, 0])
+
+
+@pytest.mark.parametrize("alignment", ALIGNMENTS)
+def test_valid_lengths_equal_value_mask(alignment):
+    query, values, keys, _, value_mask = make_inputs("concat")
+    layer = LuongAttention(score="concat", alignment=alignment, window=2)
+    by_mask = run(layer, query, values, keys, value_mask=value_mask)
+    by_lengths = run(layer, query, values, keys, valid_lengths=value_mask.sum(-1))
+    np.testing.assert_array_equal(by_mask[1], by_lengths[1])
+    np.testing.assert_array_equal(by_mask[0], by_lengths[0])
+
+
+def test_config_round_trip():
+    layer = LuongAttention(
+        score="concat", units=7, alignment="local-p", window=3, dropout=0.2, seed=11,
+        name="attention",
+    )
+    config = layer.get_config()
+    assert {k: config[k] for k in ("score", "units", "alignment", "window", "dropout", "seed")} == {
+        "score": "concat", "units": 7, "alignment": "local-p", "window": 3, "dropout": 0.2,
+        "seed": 11,
+    }
+    clone = LuongAttention.from_config(config)
+    assert clone.get_config() == config
+    query, values, keys, _, value_mask = make_inputs("concat")
+    expected = run(layer, query, values, keys, value_mask=value_mask)
+    clone.build([query.shape, values.shape, keys.shape])
+    clone.set_weights(layer.get_weights())
+    np.testing.assert_array_equal(run(clone, query, values, keys, value_mask=value_mask)[1],
+                                  expected[1])
+    restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(layer))
+    assert isinstance(restored, LuongAttention) and restored.get_config() == config
+
+
+LOAD_SCRIPT = """
+import sys
+import numpy as np
+import keras
+import layers  # registers the attncli layers
+
+model = keras.saving.load_model(sys.argv[1])
+inputs = np.load(sys.argv[2])
+outputs = model.predict([inputs["source"], inputs["target"]], verbose=0)
+np.savez(sys.argv[3], *outputs)
+"""
+
+
+@pytest.mark.slow
+def test_saved_model_reloads_in_a_fresh_process(tmp_path):
+    source = keras.Input((None,), dtype="int32", name="source")
+    target = keras.Input((None,), dtype="int32", name="target")
+    embed_source = keras.layers.Embedding(20, 6, mask_zero=True)(source)
+    embed_target = keras.layers.Embedding(20, 6, mask_zero=True)(target)
+    outputs = []
+    for score, alignment in [("dot", "global"), ("general", "local-m"), ("concat", "local-p")]:
+        layer = LuongAttention(
+            score=score, alignment=alignment, window=2, name=f"{score}_{alignment}"
+        )
+        outputs.extend(layer([embed_target, embed_source], return_attention_scores=True))
+    model = keras.Model([source, target], outputs)
+    rng = np.random.default_rng(0)
+    source_ids = rng.integers(1, 20, size=(3, 8)) * (np.arange(8) < np.array([[8], [5], [2]]))
+    target_ids = rng.integers(1, 20, size=(3, 4)) * (np.arange(4) < np.array([[4], [2], [3]]))
+    expected = model.predict([source_ids, target_ids], verbose=0)
+    model.save(tmp_path / "model.keras")
+    np.savez(tmp_path / "inputs.npz", source=source_ids, target=target_ids)
+    subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(LOAD_SCRIPT), str(tmp_path / "model.keras"),
+         str(tmp_path / "inputs.npz"), str(tmp_path / "outputs.npz")],
+        cwd=REPO_ROOT, check=True,
+    )
+    reloaded = np.load(tmp_path / "outputs.npz")
+    assert len(reloaded.files) == len(expected) == 6
+    for i, array in enumerate(expected):
+        np.testing.assert_array_equal(reloaded[f"arr_{i}"], array)
+
+
+@pytest.mark.parametrize("alignment", ALIGNMENTS)
+@pytest.mark.parametrize("score", SCORES)
+def test_gradients_reach_every_weight(score, alignment):
+    query, values, keys, _, value_mask = make_inputs(score, lengths=(7, 6, 5))
+    layer = LuongAttention(score=score, alignment=alignment, window=2)
+    layer.build([query.shape, values.shape, keys.shape])
+    probe = np.random.default_rng(2).normal(size=(BATCH, TQ, VALUE_DIM)).astype("float32")
+    query = tf.constant(query)
+    with tf.GradientTape() as tape:
+        tape.watch(query)
+        context = layer([query, values, keys], mask=[None, value_mask])
+        loss = ops.sum(context * probe)
+    gradients = tape.gradient(loss, layer.trainable_weights + [query])
+    for variable, gradient in zip(layer.trainable_weights + [query], gradients):
+        assert gradient is not None, variable
+        assert np.any(ops.convert_to_numpy(gradient) != 0.0), variable
+
+
+def test_dot_matches_keras_attention():
+    query, values, _, query_mask, value_mask = make_inputs("dot")
+    keys = np.random.default_rng(4).normal(size=(BATCH, TV, QUERY_DIM)).astype("float32")
+    ours = run(LuongAttention(score="dot"), query, values, keys, query_mask, value_mask)
+    theirs = keras.layers.Attention()(
+        [query, values, keys], mask=[query_mask, value_mask], return_attention_scores=True
+    )
+    np.testing.assert_allclose(ours[1], ops.convert_to_numpy(theirs[1]), atol=1e-6)
+    np.testing.assert_allclose(ours[0], ops.convert_to_numpy(theirs[0]), atol=1e-6)
+
+
+@pytest.mark.parametrize("alignment", ALIGNMENTS)
+def test_dropout_only_while_training_and_seeded(alignment):
+    query, values, keys, _, value_mask = make_inputs("general", lengths=(7, 7, 6))
+    layers = [
+        LuongAttention(score="general", alignment=alignment, dropout=0.5, seed=3)
+        for _ in range(2)
+    ]
+    for layer in layers:
+        layer.build([query.shape, values.shape, keys.shape])
+    layers[1].set_weights(layers[0].get_weights())
+    plain = LuongAttention(score="general", alignment=alignment)
+    plain.build([query.shape, values.shape, keys.shape])
+    plain.set_weights(layers[0].get_weights())
+    _, expected = run(plain, query, values, keys, value_mask=value_mask)
+    _, inference = run(layers[0], query, values, keys, value_mask=value_mask, training=False)
+    np.testing.assert_array_equal(inference, expected)
+    _, first = run(layers[0], query, values, keys, value_mask=value_mask, training=True)
+    _, second = run(layers[1], query, values, keys, value_mask=value_mask, training=True)
+    np.testing.assert_array_equal(first, second)
+    dropped = (first == 0.0) & (expected > 0.0)
+    assert dropped.any() and (~dropped & (expected > 0.0)).any()
+    np.testing.assert_allclose(first[~dropped], 2.0 * expected[~dropped], rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"score": "bilinear"}, "Received: score=bilinear"),
+        ({"alignment": "local"}, "Received: alignment=local"),
+        ({"window": 0, "alignment": "local-m"}, "Received: window=0"),
+        ({"window": 2.5}, "Received: window=2.5"),
+        ({"units": 0, "score": "concat"}, "Received: units=0"),
+        ({"units": 8, "score": "general"}, "Received: units=8 with score=general"),
+        ({"dropout": 1.0}, "Received: dropout=1.0"),
+    ],
+)
+def test_invalid_arguments_are_rejected(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        LuongAttention(**kwargs)
+
+
+def test_dot_needs_equal_query_and_key_dimensions():
+    query, values, keys, _, _ = make_inputs("general")
+    with pytest.raises(ValueError, match="query_dim=5, key_dim=6"):
+        LuongAttention(score="dot")([query, values, keys])
+
+
+def test_global_attention_has_no_window_centres():
+    query, _, keys, _, _ = make_inputs("dot")
+    with pytest.raises(ValueError, match="Received: alignment=global"):
+        LuongAttention().aligned_positions(query, keys)
