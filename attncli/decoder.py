@@ -12,6 +12,7 @@ import tensorflow as tf
 from keras import ops
 
 import layers
+from attncli import recurrent
 from attncli.recurrent import make_cell
 
 
@@ -23,13 +24,15 @@ def make_attention(score, alignment="global", window=10, units=None, name="atten
     is `v^T tanh(W_q q + W_k k)` (Bahdanau et al. 2015). `alignment` picks Luong's
     global or local (`local-m`, `local-p`, half-width `window`) attention.
     """
-    if score == "scaled_dot":
-        return layers.DotProductAttention(use_scale=True, name=name)
-    if score == "dot" and alignment == "global":
-        return layers.DotProductAttention(use_scale=False, name=name)
-    raise ValueError(
-        f"score={score!r} with alignment={alignment!r} is not available. "
-        "Available: dot, scaled_dot (global)"
+    if score == "scaled_dot" or (score == "dot" and alignment == "global"):
+        return layers.DotProductAttention(use_scale=score == "scaled_dot", name=name)
+    if score == "additive":
+        return layers.BahdanauAttention(units, name=name)
+    # LuongAttention's hidden size defaults to the query's; it takes `units` only
+    # where it has a hidden layer (concat's W_a, local-p's W_p).
+    hidden = units if score == "concat" or alignment == "local-p" else None
+    return layers.LuongAttention(
+        score=score, units=hidden, alignment=alignment, window=window, name=name
     )
 
 
@@ -310,7 +313,10 @@ class LuongDecoder(AttentionDecoder):
         if stepwise or self.input_feeding:
             return self.run_steps(target_in_ids, state, memory, training)
         cell_state, _, position = self._split_state(state)
-        outputs, _ = self.cell.run(self.embed(target_in_ids, training), cell_state)
+        (states,) = recurrent.run(
+            [self.cell], [self.embed(target_in_ids, training)], [cell_state]
+        )
+        outputs = states[0]
         positions = None
         if position is not None:
             steps = ops.arange(ops.shape(target_in_ids)[1], dtype="int32")

@@ -1,8 +1,10 @@
 """The recurrent encoder: embedding, stacked (bi)directional GRU or LSTM layers."""
 
 import keras
+import tensorflow as tf
 from keras import ops
 
+from attncli import recurrent
 from attncli.recurrent import make_cell
 
 
@@ -82,28 +84,34 @@ class Encoder(keras.layers.Layer):
 
     def call(self, source_ids, training=None):
         source_mask = ops.not_equal(source_ids, 0)
-        outputs = self.dropout_layer(self.embedding(source_ids), training=training)
+        lengths = ops.sum(ops.cast(source_mask, "int32"), axis=1)
         batch_size = ops.shape(source_ids)[0]
+        outputs = self.dropout_layer(self.embedding(source_ids), training=training)
         for index in range(self.num_layers):
             if index > 0:
                 outputs = self.dropout_layer(outputs, training=training)
-            forward_cell = self.forward_cells[index]
-            forward, forward_state = forward_cell.run(
-                forward_cell.project_inputs(outputs), forward_cell.initial_state(batch_size),
-                mask=source_mask,
-            )
-            if not self.bidirectional:
-                outputs, final_state = forward, forward_state
+            cells = [self.forward_cells[index]]
+            projected = [cells[0].project_inputs(outputs)]
+            if self.bidirectional:
+                cells.append(self.backward_cells[index])
+                # The backward cell reads each sequence's real steps last to first;
+                # its padding stays at the end, where it changes nothing.
+                projected.append(tf.reverse_sequence(
+                    cells[1].project_inputs(outputs), lengths, seq_axis=1, batch_axis=0
+                ))
+            initial = [cell.initial_state(batch_size) for cell in cells]
+            states = recurrent.run(cells, projected, initial)
+            finals = [
+                recurrent.final_state(s, lengths, i) for s, i in zip(states, initial)
+            ]
+            if self.bidirectional:
+                backward = tf.reverse_sequence(states[1][0], lengths, seq_axis=1, batch_axis=0)
+                outputs = self._merge(states[0][0], backward)
+                final_state = tuple(self._merge(f, b) for f, b in zip(*finals))
             else:
-                backward_cell = self.backward_cells[index]
-                backward, backward_state = backward_cell.run(
-                    backward_cell.project_inputs(outputs),
-                    backward_cell.initial_state(batch_size), mask=source_mask, reverse=True,
-                )
-                outputs = self._merge(forward, backward)
-                final_state = tuple(
-                    self._merge(f, b) for f, b in zip(forward_state, backward_state)
-                )
+                outputs, final_state = states[0][0], finals[0]
+            # outputs: batch x S x output_dim, zero at padding
+            outputs = outputs * ops.cast(source_mask[:, :, None], outputs.dtype)
         return outputs, final_state, source_mask
 
     def get_config(self):

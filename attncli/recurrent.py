@@ -2,8 +2,10 @@
 
 A recurrent layer's input term `x_t W` does not depend on the state, so it is computed
 for every time step in one large matrix product (`project_inputs`) and only the
-recurrent term `h_{t-1} U` stays inside the loop (`step`). `keras.layers.GRU` computes
-both inside its loop on CPU; this split is what makes our encoder and decoder faster.
+recurrent term `h_{t-1} U` stays inside the loop (`step`, or `run` for a whole
+sequence). `keras.layers.GRU` computes both inside its loop on CPU; the split, and
+running both directions of a layer in one loop, is what makes our encoder and decoder
+faster.
 Weights have the layout of `keras.layers.GRUCell` / `LSTMCell` (gates `z, r, h` and
 `i, f, c, o`), so results can be checked against Keras with the same weights.
 """
@@ -56,49 +58,9 @@ class _SplitCell(keras.layers.Layer):
         """Zero states, a tuple with one `(batch_size, units)` tensor per state."""
         return tuple(ops.zeros((batch_size, self.units)) for _ in range(self.num_states))
 
-    def run(self, projected_inputs, initial_state, mask=None, reverse=False):
-        """Run the cell over a sequence whose inputs are already projected.
-
-        Where `mask` is False the state is carried over unchanged and the output is
-        zero, so right-padding never changes the final state, in either direction.
-
-        Args:
-            projected_inputs: `(batch_size, T, gates * units)`, from `project_inputs`.
-            initial_state: tuple of `(batch_size, units)` tensors.
-            mask: boolean `(batch_size, T)` or None.
-            reverse: bool, read the sequence from its last step to its first.
-
-        Returns:
-            `(outputs, final_state)`: outputs `(batch_size, T, units)` in the
-            original time order, and the tuple of final states.
-        """
-        # time-major: T x batch x features
-        inputs = tf.transpose(projected_inputs, (1, 0, 2))
-        zero_output = tf.zeros_like(initial_state[0])
-        if mask is None:
-
-            def scan_step(carry, gates_x):
-                return self.step(gates_x, carry[1])
-
-            elems = inputs
-        else:
-
-            def scan_step(carry, elems):
-                states = carry[1]
-                gates_x, keep = elems
-                output, new_states = self.step(gates_x, states)
-                keep = keep[:, None]
-                new_states = tuple(
-                    tf.where(keep, new, old) for new, old in zip(new_states, states)
-                )
-                return tf.where(keep, output, zero_output), new_states
-
-            elems = (inputs, tf.transpose(tf.cast(mask, "bool"), (1, 0)))
-        outputs, states = tf.scan(
-            scan_step, elems, initializer=(zero_output, tuple(initial_state)), reverse=reverse
-        )
-        final_state = tuple(state[0 if reverse else -1] for state in states)
-        return tf.transpose(outputs, (1, 0, 2)), final_state
+    def step(self, projected_inputs, states):
+        """One time step: `(output, new_states)` from `project_inputs(x_t)` and states."""
+        return self.transition(projected_inputs, states, *self.recurrent_weights())
 
     def get_config(self):
         config = super().get_config()
@@ -121,7 +83,8 @@ class GRUCell(_SplitCell):
     Args:
         units: int, size of the state.
 
-    Call arguments (of `step`):
+    Call arguments (of `step`; `transition` is the same function of explicit
+    weights, which `run` stacks to run several cells side by side):
         projected_inputs: `(batch_size, 3 * units)`, `project_inputs(x_t)`.
         states: tuple `(h,)`, `h` of shape `(batch_size, units)`.
 
@@ -138,10 +101,14 @@ class GRUCell(_SplitCell):
             name="recurrent_bias", shape=(3 * self.units,), initializer="zeros"
         )
 
-    def step(self, projected_inputs, states):
+    def recurrent_weights(self):
+        return self.recurrent_kernel, self.recurrent_bias
+
+    @staticmethod
+    def transition(projected_inputs, states, recurrent_kernel, recurrent_bias):
         (h,) = states
         x_z, x_r, x_n = ops.split(projected_inputs, 3, axis=-1)
-        recurrent = ops.matmul(h, self.recurrent_kernel) + self.recurrent_bias
+        recurrent = ops.matmul(h, recurrent_kernel) + recurrent_bias
         h_z, h_r, h_n = ops.split(recurrent, 3, axis=-1)
         z = ops.sigmoid(x_z + h_z)
         r = ops.sigmoid(x_r + h_r)
@@ -164,7 +131,7 @@ class LSTMCell(_SplitCell):
     Args:
         units: int, size of `h` and `c`.
 
-    Call arguments (of `step`):
+    Call arguments (of `step`, or `transition` with explicit weights):
         projected_inputs: `(batch_size, 4 * units)`, `project_inputs(x_t)`.
         states: tuple `(h, c)`, each `(batch_size, units)`.
 
@@ -185,9 +152,13 @@ class LSTMCell(_SplitCell):
 
         return initializer
 
-    def step(self, projected_inputs, states):
+    def recurrent_weights(self):
+        return (self.recurrent_kernel,)
+
+    @staticmethod
+    def transition(projected_inputs, states, recurrent_kernel):
         h, c = states
-        gates = projected_inputs + ops.matmul(h, self.recurrent_kernel)
+        gates = projected_inputs + ops.matmul(h, recurrent_kernel)
         i, f, g, o = ops.split(gates, 4, axis=-1)
         c = ops.sigmoid(f) * c + ops.sigmoid(i) * ops.tanh(g)
         h = ops.sigmoid(o) * ops.tanh(c)
@@ -200,3 +171,66 @@ def make_cell(kind, units, name):
     if kind not in cells:
         raise ValueError(f"`kind` must be 'gru' or 'lstm'. Received: kind={kind!r}")
     return cells[kind](units, name=name)
+
+
+def run(cells, projected_inputs, initial_states):
+    """Run cells of one kind side by side over time, in a single graph loop.
+
+    Several cells (the two directions of a bidirectional layer) share the loop: their
+    states are stacked and their recurrent products batched, so each step costs one
+    batched matmul instead of one per cell. Nothing is masked: with right-padded
+    sequences the padding comes after every real step, and `final_state` picks the
+    state of each sequence's last real step.
+
+    Args:
+        cells: list of `GRUCell` or `LSTMCell` of the same class and units.
+        projected_inputs: list, per cell, of `(batch_size, T, gates * units)`.
+        initial_states: list, per cell, of state tuples.
+
+    Returns:
+        list, per cell, of the states after every step: a tuple with one
+        `(batch_size, T, units)` tensor per state (the first, `h`, is the output).
+    """
+    kind = type(cells[0])
+    if len(cells) == 1:
+        weights = cells[0].recurrent_weights()
+        # time-major: T x batch x features
+        inputs = tf.transpose(projected_inputs[0], (1, 0, 2))
+        initializer = tuple(initial_states[0])
+    else:
+        weights = [
+            tf.stack([weight.value for weight in same])
+            for same in zip(*(cell.recurrent_weights() for cell in cells))
+        ]
+        # biases: cells x 1 x features, to broadcast over the batch
+        weights = [w if len(w.shape) == 3 else w[:, None, :] for w in weights]
+        # time-major, cells stacked: T x cells x batch x features
+        inputs = tf.transpose(tf.stack(projected_inputs), (2, 0, 1, 3))
+        initializer = tuple(tf.stack(states) for states in zip(*initial_states))
+
+    def scan_step(states, gates_x):
+        return kind.transition(gates_x, states, *weights)[1]
+
+    states = tf.scan(scan_step, inputs, initializer=initializer)
+    if len(cells) == 1:
+        return [tuple(tf.transpose(s, (1, 0, 2)) for s in states)]
+    return [
+        tuple(tf.transpose(s[:, index], (1, 0, 2)) for s in states)
+        for index in range(len(cells))
+    ]
+
+
+def final_state(states, lengths, initial_state):
+    """Each sequence's state after its last real step (`initial_state` if empty).
+
+    Args:
+        states: tuple of `(batch_size, T, units)`, from `run`.
+        lengths: int `(batch_size,)`, the number of real steps.
+        initial_state: tuple of `(batch_size, units)`.
+    """
+    last = tf.maximum(lengths - 1, 0)
+    empty = (lengths == 0)[:, None]
+    return tuple(
+        tf.where(empty, initial, tf.gather(state, last, axis=1, batch_dims=1))
+        for state, initial in zip(states, initial_state)
+    )
