@@ -31,11 +31,7 @@ from typing import NamedTuple
 import tensorflow as tf
 
 from attncli.search_config import SearchConfig
-
-# Special ids shared by every vocabulary (see `attncli.vocabulary`).
-PAD_ID = 0
-BOS_ID = 2
-EOS_ID = 3
+from attncli.vocabulary import END, PAD, START
 
 
 class Hypotheses(NamedTuple):
@@ -72,7 +68,7 @@ def max_target_lengths(source_ids, max_length_ratio, max_length_offset):
 
     `source_length` counts the non-padding ids of each row of `source_ids`.
     """
-    source_lengths = tf.reduce_sum(tf.cast(source_ids != PAD_ID, tf.float32), axis=1)
+    source_lengths = tf.reduce_sum(tf.cast(source_ids != PAD, tf.float32), axis=1)
     scaled = tf.math.ceil(max_length_ratio * source_lengths)
     return tf.cast(scaled, tf.int32) + max_length_offset
 
@@ -81,7 +77,7 @@ def next_token_log_probs(logits):
     """Log-softmax of `logits` `(..., V)` in float32, padding and start-of-sentence excluded."""
     logits = tf.cast(logits, tf.float32)
     token_ids = tf.range(tf.shape(logits)[-1])
-    never_emitted = (token_ids == PAD_ID) | (token_ids == BOS_ID)
+    never_emitted = (token_ids == PAD) | (token_ids == START)
     logits = tf.where(never_emitted, tf.constant(-math.inf), logits)
     return tf.nn.log_softmax(logits, axis=-1)
 
@@ -132,11 +128,11 @@ def greedy_search(
         step_log_probs = next_token_log_probs(logits)  # (batch, V)
         best = tf.argmax(step_log_probs, axis=-1, output_type=tf.int32)
         alive = ~finished
-        token_ids = tf.where(alive, best, PAD_ID)
+        token_ids = tf.where(alive, best, PAD)
         log_probs += tf.where(alive, tf.gather(step_log_probs, best, batch_dims=1), 0.0)
         lengths += tf.cast(alive, tf.int32)
         step_weights = tf.where(alive[:, None], tf.cast(step_weights, tf.float32), 0.0)
-        finished = finished | (token_ids == EOS_ID) | (lengths >= max_lengths)
+        finished = finished | (token_ids == END) | (lengths >= max_lengths)
         return (
             t + 1,
             token_ids,
@@ -156,7 +152,7 @@ def greedy_search(
         step,
         (
             tf.constant(0),
-            tf.fill([batch_size], BOS_ID),
+            tf.fill([batch_size], START),
             initial_state,
             tf.zeros([batch_size], tf.bool),
             tf.zeros([batch_size], tf.int32),
@@ -246,7 +242,7 @@ def beam_search(
             next_token_log_probs(logits), [batch_size, beam_size, vocab_size]
         )
         # A finished beam's only candidate is itself followed by padding, log P kept.
-        frozen = tf.where(tf.range(vocab_size) == PAD_ID, 0.0, -math.inf)  # (V,)
+        frozen = tf.where(tf.range(vocab_size) == PAD, 0.0, -math.inf)  # (V,)
         extension = tf.where(finished[:, :, None], frozen, step_log_probs)
         candidate_log_probs = log_probs[:, :, None] + extension  # (batch, beam, V)
         candidate_lengths = lengths + tf.cast(~finished, tf.int32)  # (batch, beam)
@@ -264,7 +260,7 @@ def beam_search(
         parent_finished = tf.gather(finished, beam_parents, batch_dims=1)
         finished = (
             parent_finished
-            | (token_ids == EOS_ID)
+            | (token_ids == END)
             | (lengths >= max_lengths[:, None])
             | tf.math.is_inf(log_probs)
         )
@@ -295,7 +291,7 @@ def beam_search(
 
     loop_vars = (
         tf.constant(0),
-        tf.fill([batch_size * beam_size], BOS_ID),
+        tf.fill([batch_size * beam_size], START),
         initial_state,
         initial_finished,
         tf.zeros([batch_size, beam_size], tf.int32),
