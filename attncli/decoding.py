@@ -189,8 +189,13 @@ def beam_search(
     `beam_size` best of all candidates by `score = log P / lp`. A hypothesis that
     emitted end-of-sentence (or reached its maximum length) is finished: it stays in
     the beam as one candidate with its score unchanged and is never extended, so it is
-    only displaced by better ones. The loop ends when every hypothesis of the batch is
-    finished. Tokens, back-pointers and attention weights are stored per step and
+    only displaced by better ones.
+
+    A sentence is settled, and all its hypotheses finished, as soon as `n_best` of its
+    finished hypotheses score at least `log P / lp(max_length)` of every unfinished one:
+    for `alpha >= 0` that bounds the score of any continuation (`log P` only falls, `lp`
+    only grows), so no later step could change its n best. The loop ends when every
+    hypothesis of the batch is finished. Tokens, back-pointers and attention weights are stored per step and
     followed back from the final beams, so the weights returned belong to the tokens
     returned.
 
@@ -201,8 +206,8 @@ def beam_search(
             `greedy_search`.
         alpha: the length penalty's exponent; `0` ranks by `log P` alone. Defaults to
             `0.6` (Wu et al. 2016 found 0.6 to 0.7 best).
-        n_best: int in `[1, beam_size]`, how many hypotheses to return per sentence.
-            Defaults to `beam_size`.
+        n_best: int in `[1, beam_size]`, how many hypotheses to return per sentence;
+            fewer settle sooner. Defaults to `beam_size`.
         max_length_ratio: float >= 0, maximum target length per source token.
             Defaults to `2.0`.
         max_length_offset: int >= 1, added to the maximum target length. Defaults to
@@ -232,6 +237,17 @@ def beam_search(
     first_beam = tf.range(beam_size) == 0
     initial_log_probs = tf.tile(tf.where(first_beam, 0.0, -math.inf)[None], [batch_size, 1])
     initial_finished = tf.tile(~first_beam[None], [batch_size, 1])
+
+    # The best score any continuation of a hypothesis can reach, per sentence.
+    lp_at_max_length = length_penalty(max_lengths, alpha)[:, None]  # (batch, 1)
+
+    def settled(finished, log_probs, lengths):
+        """(batch, 1): whether `n_best` finished hypotheses beat every unfinished one."""
+        scores = log_probs / length_penalty(lengths, alpha)
+        bounds = tf.where(finished, -math.inf, log_probs / lp_at_max_length)
+        best_bound = tf.reduce_max(bounds, axis=1, keepdims=True)
+        unbeatable = finished & (scores >= best_bound)
+        return tf.reduce_sum(tf.cast(unbeatable, tf.int32), axis=1, keepdims=True) >= n_best
 
     def step(t, token_ids, state, finished, lengths, log_probs, tokens, parents, weights):
         logits, new_state, step_weights = model.decode_step(
@@ -264,6 +280,7 @@ def beam_search(
             | (lengths >= max_lengths[:, None])
             | tf.math.is_inf(log_probs)
         )
+        finished |= settled(finished, log_probs, lengths)
         step_weights = tf.reshape(
             tf.cast(step_weights, tf.float32), [batch_size, beam_size, -1]
         )

@@ -271,3 +271,22 @@ def test_invalid_settings_are_rejected_with_the_value():
         decoding.compile_search(double, beam_size=4, n_best=5)
     with pytest.raises(ValueError, match="max_length_offset=0"):
         decoding.compile_search(double, max_length_offset=0)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_a_sentence_settles_once_its_n_best_cannot_change(alpha):
+    double = HistoryDecoder(seed=8)
+    sources = tf.constant(SOURCES)
+    settings = dict(alpha=alpha, max_length_ratio=0.0, max_length_offset=12)
+    whole_beam = decoding.beam_search(double, sources, beam_size=4, **settings)
+    for n_best in (1, 2):
+        early = decoding.beam_search(double, sources, beam_size=4, n_best=n_best, **settings)
+        # The n best are those of the search that ran until every hypothesis ended ...
+        steps = early.token_ids.shape[2]
+        np.testing.assert_array_equal(early.token_ids, whole_beam.token_ids[:, :n_best, :steps])
+        np.testing.assert_array_equal(early.scores, whole_beam.scores[:, :n_best])
+        assert np.all(whole_beam.token_ids[:, :n_best, steps:].numpy() == PAD)
+        # ... found in no more steps (fewer, for the single best, with this double).
+        assert steps <= whole_beam.token_ids.shape[2]
+        if n_best == 1:
+            assert steps < whole_beam.token_ids.shape[2]
