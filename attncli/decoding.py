@@ -195,9 +195,9 @@ def beam_search(
     finished hypotheses score at least `log P / lp(max_length)` of every unfinished one:
     for `alpha >= 0` that bounds the score of any continuation (`log P` only falls, `lp`
     only grows), so no later step could change its n best. The loop ends when every
-    hypothesis of the batch is finished. Tokens, back-pointers and attention weights are stored per step and
-    followed back from the final beams, so the weights returned belong to the tokens
-    returned.
+    hypothesis of the batch is finished. Tokens, back-pointers and attention weights are
+    stored per step and followed back from the final beams, so the weights returned
+    belong to the tokens returned.
 
     Args:
         model: an encoder-decoder with `encode` and `decode_step` (see the module).

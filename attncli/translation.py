@@ -106,7 +106,9 @@ class Translator:
             "translations": tf.reshape(texts_out, [batch_size, n]),
             "scores": hypotheses.scores,
             "source_tokens": source_tokens,
-            "target_tokens": tf.RaggedTensor.from_uniform_row_length(target_tokens, tf.cast(n, tf.int64)),
+            "target_tokens": tf.RaggedTensor.from_uniform_row_length(
+                target_tokens, tf.cast(n, tf.int64)
+            ),
             "weights": hypotheses.weights,
         }
 

@@ -21,7 +21,7 @@ Every function is traced and run once on the first batch before it is timed. All
 come from one process, one after the other, so their ratios are comparable even on a
 shared machine.
 
-    python benchmarks/bench_decoding.py [--train-steps 400] [--sentences 2000]
+    python benchmarks/bench_decoding.py [--train-steps 500] [--sentences 2000]
 """
 
 import argparse
@@ -146,19 +146,22 @@ def training_data(source_ids, target_ids, seed=0):
     ).prefetch(2)
 
 
-def train(model, dataset, steps):
-    """`steps` of Adam 1e-3 on the masked cross-entropy; returns seconds taken."""
+def train(model, dataset, steps, weights_path):
+    """`steps` of Adam 1e-3 on the masked cross-entropy, or the weights saved by a past run."""
+    if weights_path.is_file():
+        model.load_weights(str(weights_path))
+        print(f"  weights of a past run: {weights_path}", file=sys.stderr)
+        return
     model.compile(
         optimizer=keras.optimizers.Adam(1e-3),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=PAD),
     )
     start = time.perf_counter()
-    history = model.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=0)
-    print(
-        f"  trained {steps} steps in {time.perf_counter() - start:.0f} s, "
-        f"last loss {history.history['loss'][-1]:.3f}",
-        file=sys.stderr,
-    )
+    report_every = min(50, steps)
+    model.fit(dataset, steps_per_epoch=report_every, epochs=steps // report_every, verbose=2)
+    print(f"  trained {steps} steps in {time.perf_counter() - start:.0f} s", file=sys.stderr)
+    weights_path.parent.mkdir(parents=True, exist_ok=True)
+    model.save_weights(str(weights_path))
 
 
 def sentences_per_second(function, source_batches):
@@ -184,7 +187,7 @@ def output_lengths(token_ids):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--train-steps", type=int, default=400)
+    parser.add_argument("--train-steps", type=int, default=500)
     parser.add_argument("--sentences", type=int, default=2000)
     parser.add_argument(
         "--data",
@@ -195,6 +198,12 @@ def main():
             )
         ),
     )
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=Path(__file__).resolve().parents[1] / "runs" / "bench_decoding",
+        help="where trained weights and vocabularies are kept for the next run",
+    )
     args = parser.parse_args()
     keras.utils.set_random_seed(0)
 
@@ -202,12 +211,15 @@ def main():
     train_pairs, valid_pairs = read_split(args.data / "spa-eng" / "spa.txt")
     valid_pairs = valid_pairs[: args.sentences]
     tokenizers = []
-    for side in (0, 1):
+    for side, name in enumerate(("source", "target")):
+        if (args.cache / f"{name}.vocab.txt").is_file():
+            tokenizers.append(Tokenizer.load(args.cache, name))
+            continue
         tokenizer = Tokenizer("word", **TUTORIAL_NORMALIZATION)
         texts = [pair[side] for pair in train_pairs]
-        tokenizers.append(
-            tokenizer.with_vocabulary(tokenizer.build_vocabulary(texts, max_size=VOCABULARY_SIZE))
-        )
+        vocabulary = tokenizer.build_vocabulary(texts, max_size=VOCABULARY_SIZE)
+        tokenizers.append(tokenizer.with_vocabulary(vocabulary))
+        tokenizers[-1].save(args.cache, name)
     source_tokenizer, target_tokenizer = tokenizers
     train_source = source_tokenizer.encode(tf.constant([pair[0] for pair in train_pairs]))
     train_target = target_tokenizer.encode(tf.constant([pair[1] for pair in train_pairs]))
@@ -223,10 +235,11 @@ def main():
     )
     tutorial = TutorialTranslator(VOCABULARY_SIZE, VOCABULARY_SIZE)
     tutorial((source_batches[0], source_batches[0][:, :1]))
-    for name, model in (("attncli Seq2Seq", ours), ("tutorial model", tutorial)):
-        print(f"training the {name} ({model.count_params() / 1e6:.2f} M parameters) ...",
+    for name, model in (("attncli", ours), ("tutorial", tutorial)):
+        print(f"training the {name} model ({model.count_params() / 1e6:.2f} M parameters) ...",
               file=sys.stderr)
-        train(model, dataset, args.train_steps)
+        weights_path = args.cache / f"{name}-{args.train_steps}.weights.h5"
+        train(model, dataset, args.train_steps, weights_path)
 
     searches = {
         "tutorial loop, eager": lambda ids: tutorial_greedy(tutorial, ids),
@@ -252,7 +265,10 @@ def main():
     compiled = rows[1][1]
     print(f"\n{len(valid_pairs)} spa-eng validation sentences, batches of {BATCH_SIZE}, "
           f"at most {MAX_LENGTH} tokens, models trained {args.train_steps} steps\n")
-    print("| decoding | sentences/s | × tutorial eager | × tutorial tf.function | mean output tokens |")
+    print(
+        "| decoding | sentences/s | × tutorial eager | × tutorial tf.function "
+        "| mean output tokens |"
+    )
     print("| --- | ---: | ---: | ---: | ---: |")
     for label, speed, length in rows:
         print(f"| {label} | {speed:,.0f} | {speed / eager:.1f} | {speed / compiled:.2f} | "

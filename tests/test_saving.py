@@ -122,7 +122,9 @@ results = {}
 for name in ("greedy", "beam", "serving_default"):
     outputs = exported.signatures[name](texts=texts)
     results[name] = {
-        "translations": [[t.decode("utf-8") for t in row] for row in outputs["translations"].numpy()],
+        "translations": [
+            [t.decode("utf-8") for t in row] for row in outputs["translations"].numpy()
+        ],
         "scores": outputs["scores"].numpy().tolist(),
     }
 print(json.dumps(results))
