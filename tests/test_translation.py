@@ -55,3 +55,11 @@ def test_results_do_not_depend_on_batching_or_order(parts):
 def test_a_bad_batch_size_is_rejected_with_its_value(parts):
     with pytest.raises(ValueError, match="batch_size=0"):
         Translator(*parts).translate(SENTENCES, batch_size=0)
+
+
+def test_empty_sentences_are_translated_too(parts):
+    translator = Translator(*parts, SEARCH)
+    [alone] = translator.translate([""])
+    with_others = translator.translate(["", "Hola."])[0]
+    assert alone.source_tokens == [] and len(alone.hypotheses) == 3
+    assert [h.text for h in alone.hypotheses] == [h.text for h in with_others.hypotheses]
