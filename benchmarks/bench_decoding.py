@@ -25,6 +25,7 @@ shared machine.
 """
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -158,7 +159,8 @@ def train(model, dataset, steps, weights_path):
     )
     start = time.perf_counter()
     report_every = min(50, steps)
-    model.fit(dataset, steps_per_epoch=report_every, epochs=steps // report_every, verbose=2)
+    with contextlib.redirect_stdout(sys.stderr):  # Keras reports progress on stdout
+        model.fit(dataset, steps_per_epoch=report_every, epochs=steps // report_every, verbose=2)
     print(f"  trained {steps} steps in {time.perf_counter() - start:.0f} s", file=sys.stderr)
     weights_path.parent.mkdir(parents=True, exist_ok=True)
     model.save_weights(str(weights_path))
