@@ -92,6 +92,52 @@ def _same_structure(template, tensors):
     return tf.nest.pack_sequence_as(template, tf.nest.flatten(tensors))
 
 
+def _decode_unfinished(model, token_ids, state, memory, finished):
+    """One decoder step, computed for the unfinished rows only.
+
+    A finished hypothesis is frozen, so its logits would never be read: the rows still
+    decoding are gathered, the decoder runs on them alone, and the results are
+    scattered back. Late in a search most rows have finished, and this is what makes
+    a batch cost about as much as the tokens it emits.
+
+    Args:
+        token_ids: int32 `(rows,)`.
+        state: the decoder state, a tuple of `(rows, ...)` tensors.
+        memory: the dict from `encode`, `(rows, ...)` tensors.
+        finished: bool `(rows,)`, with at least one False.
+
+    Returns:
+        log_probs: float32 `(rows, V)`, `next_token_log_probs` of the logits; 0 on
+            finished rows.
+        state: the new state of unfinished rows, the old one of finished rows.
+        weights: float32 `(rows, Ts)`, the step's attention weights; 0 on finished rows.
+    """
+    unfinished = tf.where(~finished)  # (alive, 1), int64
+
+    def take(tensor):
+        return tf.gather_nd(tensor, unfinished)
+
+    logits, new_state, weights = model.decode_step(
+        take(token_ids),
+        tf.nest.map_structure(take, state),
+        tf.nest.map_structure(take, memory),
+        training=False,
+    )
+    rows = tf.shape(finished, out_type=tf.int64)[0]
+
+    def scatter(values):
+        shape = tf.concat([[rows], tf.shape(values, out_type=tf.int64)[1:]], axis=0)
+        return tf.scatter_nd(unfinished, values, shape)
+
+    new_state = tf.nest.map_structure(
+        lambda old, new: tf.tensor_scatter_nd_update(old, unfinished, tf.cast(new, old.dtype)),
+        state,
+        _same_structure(state, new_state),
+    )
+    log_probs = scatter(next_token_log_probs(logits))
+    return log_probs, new_state, scatter(tf.cast(weights, tf.float32))
+
+
 def greedy_search(
     model,
     source_ids,
@@ -122,21 +168,19 @@ def greedy_search(
     memory, initial_state = model.encode(source_ids, training=False)
 
     def step(t, token_ids, state, finished, lengths, log_probs, tokens, weights):
-        logits, new_state, step_weights = model.decode_step(
-            token_ids, state, memory, training=False
-        )
-        step_log_probs = next_token_log_probs(logits)  # (batch, V)
+        step_log_probs, state, step_weights = _decode_unfinished(
+            model, token_ids, state, memory, finished
+        )  # (batch, V), ..., (batch, Ts)
         best = tf.argmax(step_log_probs, axis=-1, output_type=tf.int32)
         alive = ~finished
         token_ids = tf.where(alive, best, PAD)
         log_probs += tf.where(alive, tf.gather(step_log_probs, best, batch_dims=1), 0.0)
         lengths += tf.cast(alive, tf.int32)
-        step_weights = tf.where(alive[:, None], tf.cast(step_weights, tf.float32), 0.0)
         finished = finished | (token_ids == END) | (lengths >= max_lengths)
         return (
             t + 1,
             token_ids,
-            _same_structure(state, new_state),
+            state,
             finished,
             lengths,
             log_probs,
@@ -250,13 +294,11 @@ def beam_search(
         return tf.reduce_sum(tf.cast(unbeatable, tf.int32), axis=1, keepdims=True) >= n_best
 
     def step(t, token_ids, state, finished, lengths, log_probs, tokens, parents, weights):
-        logits, new_state, step_weights = model.decode_step(
-            token_ids, state, memory, training=False
+        step_log_probs, new_state, step_weights = _decode_unfinished(
+            model, token_ids, state, memory, tf.reshape(finished, [-1])
         )
-        vocab_size = tf.shape(logits)[-1]
-        step_log_probs = tf.reshape(
-            next_token_log_probs(logits), [batch_size, beam_size, vocab_size]
-        )
+        vocab_size = tf.shape(step_log_probs)[-1]
+        step_log_probs = tf.reshape(step_log_probs, [batch_size, beam_size, vocab_size])
         # A finished beam's only candidate is itself followed by padding, log P kept.
         frozen = tf.where(tf.range(vocab_size) == PAD, 0.0, -math.inf)  # (V,)
         extension = tf.where(finished[:, :, None], frozen, step_log_probs)
@@ -281,17 +323,15 @@ def beam_search(
             | tf.math.is_inf(log_probs)
         )
         finished |= settled(finished, log_probs, lengths)
-        step_weights = tf.reshape(
-            tf.cast(step_weights, tf.float32), [batch_size, beam_size, -1]
-        )
+        step_weights = tf.reshape(step_weights, [batch_size, beam_size, -1])
+        # Zero where the parent had finished (its row was not decoded).
         step_weights = tf.gather(step_weights, beam_parents, batch_dims=1)
-        step_weights = tf.where(parent_finished[:, :, None], 0.0, step_weights)
         rows = tf.reshape(beam_parents + row_offsets, [-1])  # (batch * beam,)
         new_state = tf.nest.map_structure(lambda s: tf.gather(s, rows), new_state)
         return (
             t + 1,
             tf.reshape(token_ids, [-1]),
-            _same_structure(state, new_state),
+            new_state,
             finished,
             lengths,
             log_probs,
