@@ -31,11 +31,7 @@ from typing import NamedTuple
 import tensorflow as tf
 
 from attncli.search_config import SearchConfig
-
-# Special ids shared by every vocabulary (see `attncli.vocabulary`).
-PAD_ID = 0
-BOS_ID = 2
-EOS_ID = 3
+from attncli.vocabulary import END, PAD, START
 
 
 class Hypotheses(NamedTuple):
@@ -72,7 +68,7 @@ def max_target_lengths(source_ids, max_length_ratio, max_length_offset):
 
     `source_length` counts the non-padding ids of each row of `source_ids`.
     """
-    source_lengths = tf.reduce_sum(tf.cast(source_ids != PAD_ID, tf.float32), axis=1)
+    source_lengths = tf.reduce_sum(tf.cast(source_ids != PAD, tf.float32), axis=1)
     scaled = tf.math.ceil(max_length_ratio * source_lengths)
     return tf.cast(scaled, tf.int32) + max_length_offset
 
@@ -81,7 +77,7 @@ def next_token_log_probs(logits):
     """Log-softmax of `logits` `(..., V)` in float32, padding and start-of-sentence excluded."""
     logits = tf.cast(logits, tf.float32)
     token_ids = tf.range(tf.shape(logits)[-1])
-    never_emitted = (token_ids == PAD_ID) | (token_ids == BOS_ID)
+    never_emitted = (token_ids == PAD) | (token_ids == START)
     logits = tf.where(never_emitted, tf.constant(-math.inf), logits)
     return tf.nn.log_softmax(logits, axis=-1)
 
@@ -94,6 +90,52 @@ def _validate(max_length_ratio, max_length_offset, beam_size=1, n_best=1, alpha=
 def _same_structure(template, tensors):
     """`tensors` packed like `template` (a decoder may return a list for a tuple)."""
     return tf.nest.pack_sequence_as(template, tf.nest.flatten(tensors))
+
+
+def _decode_unfinished(model, token_ids, state, memory, finished):
+    """One decoder step, computed for the unfinished rows only.
+
+    A finished hypothesis is frozen, so its logits would never be read: the rows still
+    decoding are gathered, the decoder runs on them alone, and the results are
+    scattered back. Late in a search most rows have finished, and this is what makes
+    a batch cost about as much as the tokens it emits.
+
+    Args:
+        token_ids: int32 `(rows,)`.
+        state: the decoder state, a tuple of `(rows, ...)` tensors.
+        memory: the dict from `encode`, `(rows, ...)` tensors.
+        finished: bool `(rows,)`, with at least one False.
+
+    Returns:
+        log_probs: float32 `(rows, V)`, `next_token_log_probs` of the logits; 0 on
+            finished rows.
+        state: the new state of unfinished rows, the old one of finished rows.
+        weights: float32 `(rows, Ts)`, the step's attention weights; 0 on finished rows.
+    """
+    unfinished = tf.where(~finished)  # (alive, 1), int64
+
+    def take(tensor):
+        return tf.gather_nd(tensor, unfinished)
+
+    logits, new_state, weights = model.decode_step(
+        take(token_ids),
+        tf.nest.map_structure(take, state),
+        tf.nest.map_structure(take, memory),
+        training=False,
+    )
+    rows = tf.shape(finished, out_type=tf.int64)[0]
+
+    def scatter(values):
+        shape = tf.concat([[rows], tf.shape(values, out_type=tf.int64)[1:]], axis=0)
+        return tf.scatter_nd(unfinished, values, shape)
+
+    new_state = tf.nest.map_structure(
+        lambda old, new: tf.tensor_scatter_nd_update(old, unfinished, tf.cast(new, old.dtype)),
+        state,
+        _same_structure(state, new_state),
+    )
+    log_probs = scatter(next_token_log_probs(logits))
+    return log_probs, new_state, scatter(tf.cast(weights, tf.float32))
 
 
 def greedy_search(
@@ -126,21 +168,19 @@ def greedy_search(
     memory, initial_state = model.encode(source_ids, training=False)
 
     def step(t, token_ids, state, finished, lengths, log_probs, tokens, weights):
-        logits, new_state, step_weights = model.decode_step(
-            token_ids, state, memory, training=False
-        )
-        step_log_probs = next_token_log_probs(logits)  # (batch, V)
+        step_log_probs, state, step_weights = _decode_unfinished(
+            model, token_ids, state, memory, finished
+        )  # (batch, V), ..., (batch, Ts)
         best = tf.argmax(step_log_probs, axis=-1, output_type=tf.int32)
         alive = ~finished
-        token_ids = tf.where(alive, best, PAD_ID)
+        token_ids = tf.where(alive, best, PAD)
         log_probs += tf.where(alive, tf.gather(step_log_probs, best, batch_dims=1), 0.0)
         lengths += tf.cast(alive, tf.int32)
-        step_weights = tf.where(alive[:, None], tf.cast(step_weights, tf.float32), 0.0)
-        finished = finished | (token_ids == EOS_ID) | (lengths >= max_lengths)
+        finished = finished | (token_ids == END) | (lengths >= max_lengths)
         return (
             t + 1,
             token_ids,
-            _same_structure(state, new_state),
+            state,
             finished,
             lengths,
             log_probs,
@@ -156,7 +196,7 @@ def greedy_search(
         step,
         (
             tf.constant(0),
-            tf.fill([batch_size], BOS_ID),
+            tf.fill([batch_size], START),
             initial_state,
             tf.zeros([batch_size], tf.bool),
             tf.zeros([batch_size], tf.int32),
@@ -193,10 +233,15 @@ def beam_search(
     `beam_size` best of all candidates by `score = log P / lp`. A hypothesis that
     emitted end-of-sentence (or reached its maximum length) is finished: it stays in
     the beam as one candidate with its score unchanged and is never extended, so it is
-    only displaced by better ones. The loop ends when every hypothesis of the batch is
-    finished. Tokens, back-pointers and attention weights are stored per step and
-    followed back from the final beams, so the weights returned belong to the tokens
-    returned.
+    only displaced by better ones.
+
+    A sentence is settled, and all its hypotheses finished, as soon as `n_best` of its
+    finished hypotheses score at least `log P / lp(max_length)` of every unfinished one:
+    for `alpha >= 0` that bounds the score of any continuation (`log P` only falls, `lp`
+    only grows), so no later step could change its n best. The loop ends when every
+    hypothesis of the batch is finished. Tokens, back-pointers and attention weights are
+    stored per step and followed back from the final beams, so the weights returned
+    belong to the tokens returned.
 
     Args:
         model: an encoder-decoder with `encode` and `decode_step` (see the module).
@@ -205,8 +250,8 @@ def beam_search(
             `greedy_search`.
         alpha: the length penalty's exponent; `0` ranks by `log P` alone. Defaults to
             `0.6` (Wu et al. 2016 found 0.6 to 0.7 best).
-        n_best: int in `[1, beam_size]`, how many hypotheses to return per sentence.
-            Defaults to `beam_size`.
+        n_best: int in `[1, beam_size]`, how many hypotheses to return per sentence;
+            fewer settle sooner. Defaults to `beam_size`.
         max_length_ratio: float >= 0, maximum target length per source token.
             Defaults to `2.0`.
         max_length_offset: int >= 1, added to the maximum target length. Defaults to
@@ -237,16 +282,25 @@ def beam_search(
     initial_log_probs = tf.tile(tf.where(first_beam, 0.0, -math.inf)[None], [batch_size, 1])
     initial_finished = tf.tile(~first_beam[None], [batch_size, 1])
 
+    # The best score any continuation of a hypothesis can reach, per sentence.
+    lp_at_max_length = length_penalty(max_lengths, alpha)[:, None]  # (batch, 1)
+
+    def settled(finished, log_probs, lengths):
+        """(batch, 1): whether `n_best` finished hypotheses beat every unfinished one."""
+        scores = log_probs / length_penalty(lengths, alpha)
+        bounds = tf.where(finished, -math.inf, log_probs / lp_at_max_length)
+        best_bound = tf.reduce_max(bounds, axis=1, keepdims=True)
+        unbeatable = finished & (scores >= best_bound)
+        return tf.reduce_sum(tf.cast(unbeatable, tf.int32), axis=1, keepdims=True) >= n_best
+
     def step(t, token_ids, state, finished, lengths, log_probs, tokens, parents, weights):
-        logits, new_state, step_weights = model.decode_step(
-            token_ids, state, memory, training=False
+        step_log_probs, new_state, step_weights = _decode_unfinished(
+            model, token_ids, state, memory, tf.reshape(finished, [-1])
         )
-        vocab_size = tf.shape(logits)[-1]
-        step_log_probs = tf.reshape(
-            next_token_log_probs(logits), [batch_size, beam_size, vocab_size]
-        )
+        vocab_size = tf.shape(step_log_probs)[-1]
+        step_log_probs = tf.reshape(step_log_probs, [batch_size, beam_size, vocab_size])
         # A finished beam's only candidate is itself followed by padding, log P kept.
-        frozen = tf.where(tf.range(vocab_size) == PAD_ID, 0.0, -math.inf)  # (V,)
+        frozen = tf.where(tf.range(vocab_size) == PAD, 0.0, -math.inf)  # (V,)
         extension = tf.where(finished[:, :, None], frozen, step_log_probs)
         candidate_log_probs = log_probs[:, :, None] + extension  # (batch, beam, V)
         candidate_lengths = lengths + tf.cast(~finished, tf.int32)  # (batch, beam)
@@ -264,21 +318,20 @@ def beam_search(
         parent_finished = tf.gather(finished, beam_parents, batch_dims=1)
         finished = (
             parent_finished
-            | (token_ids == EOS_ID)
+            | (token_ids == END)
             | (lengths >= max_lengths[:, None])
             | tf.math.is_inf(log_probs)
         )
-        step_weights = tf.reshape(
-            tf.cast(step_weights, tf.float32), [batch_size, beam_size, -1]
-        )
+        finished |= settled(finished, log_probs, lengths)
+        step_weights = tf.reshape(step_weights, [batch_size, beam_size, -1])
+        # Zero where the parent had finished (its row was not decoded).
         step_weights = tf.gather(step_weights, beam_parents, batch_dims=1)
-        step_weights = tf.where(parent_finished[:, :, None], 0.0, step_weights)
         rows = tf.reshape(beam_parents + row_offsets, [-1])  # (batch * beam,)
         new_state = tf.nest.map_structure(lambda s: tf.gather(s, rows), new_state)
         return (
             t + 1,
             tf.reshape(token_ids, [-1]),
-            _same_structure(state, new_state),
+            new_state,
             finished,
             lengths,
             log_probs,
@@ -295,7 +348,7 @@ def beam_search(
 
     loop_vars = (
         tf.constant(0),
-        tf.fill([batch_size * beam_size], BOS_ID),
+        tf.fill([batch_size * beam_size], START),
         initial_state,
         initial_finished,
         tf.zeros([batch_size, beam_size], tf.int32),

@@ -84,8 +84,11 @@ class Translator:
         if self.source_end:
             end = tf.fill([tokens.nrows(), 1], self.source_tokenizer.vocabulary.tokens[END])
             tokens = tf.concat([tokens, end], axis=1)
-        ids = tf.ragged.map_flat_values(self.source_table.lookup, tokens)
-        return tokens, ids.to_tensor(default_value=PAD)
+        ids = tf.ragged.map_flat_values(self.source_table.lookup, tokens).to_tensor(PAD)
+        # At least one (padding) column: the encoder cannot run over zero steps, and a
+        # batch of empty sentences has none.
+        missing = tf.maximum(1 - tf.shape(ids)[1], 0)
+        return tokens, tf.pad(ids, [[0, 0], [0, missing]])
 
     def _translate_graph(self, texts):
         source_tokens, source_ids = self.source_ids(texts)
@@ -106,7 +109,9 @@ class Translator:
             "translations": tf.reshape(texts_out, [batch_size, n]),
             "scores": hypotheses.scores,
             "source_tokens": source_tokens,
-            "target_tokens": tf.RaggedTensor.from_uniform_row_length(target_tokens, tf.cast(n, tf.int64)),
+            "target_tokens": tf.RaggedTensor.from_uniform_row_length(
+                target_tokens, tf.cast(n, tf.int64)
+            ),
             "weights": hypotheses.weights,
         }
 

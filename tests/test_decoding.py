@@ -16,7 +16,7 @@ import pytest
 import tensorflow as tf
 
 from attncli import decoding
-from attncli.decoding import BOS_ID, EOS_ID, PAD_ID
+from attncli.vocabulary import END, PAD, START
 
 VOCAB_SIZE = 6  # pad 0, unk 1, bos 2, eos 3, and the words 4 and 5
 EMITTED = (1, 3, 4, 5)  # every token but padding and start-of-sentence
@@ -44,7 +44,7 @@ class HistoryDecoder:
         source_ids = tf.convert_to_tensor(source_ids, tf.int32)
         memory = {
             "table": source_ids[:, 0] % NUM_TABLES,
-            "source_lengths": tf.reduce_sum(tf.cast(source_ids != PAD_ID, tf.int32), axis=1),
+            "source_lengths": tf.reduce_sum(tf.cast(source_ids != PAD, tf.int32), axis=1),
             "source_width": tf.zeros_like(source_ids),
         }
         return memory, (tf.zeros_like(source_ids[:, 0]),)
@@ -63,8 +63,8 @@ class HistoryDecoder:
     def numpy_steps(self, source, tokens):
         """log P of each token of `tokens` and the weights when each was emitted."""
         table = source[0] % NUM_TABLES
-        source_length = int(np.sum(np.asarray(source) != PAD_ID))
-        code, previous = 0, BOS_ID
+        source_length = int(np.sum(np.asarray(source) != PAD))
+        code, previous = 0, START
         log_probs, weights = [], []
         for token in tokens:
             code = (3 * code + previous) % HISTORY_CODES
@@ -89,7 +89,7 @@ def all_hypotheses(max_length):
     """Every output a search can produce: words then eos, or max_length words."""
     for length in range(1, max_length + 1):
         for words in itertools.product(WORDS, repeat=length - 1):
-            yield words + (EOS_ID,)
+            yield words + (END,)
     yield from itertools.product(WORDS, repeat=max_length)
 
 
@@ -130,7 +130,7 @@ def test_max_target_lengths_count_valid_source_tokens():
 def test_padding_and_start_are_never_emitted():
     logits = tf.constant([[9.0, 0.0, 9.0, 1.0, 2.0]])
     log_probs = decoding.next_token_log_probs(logits).numpy()
-    assert np.all(np.isneginf(log_probs[0, [PAD_ID, BOS_ID]]))
+    assert np.all(np.isneginf(log_probs[0, [PAD, START]]))
     np.testing.assert_allclose(np.exp(log_probs).sum(), 1.0, rtol=1e-6)
 
 
@@ -187,12 +187,12 @@ def test_scores_log_probs_and_weights_are_those_of_the_returned_tokens(beam_size
         assert np.all(np.diff(scores) <= 0), scores
         for i in range(beam_size):
             tokens = hypothesis(result, b, i)
-            assert PAD_ID not in tokens and BOS_ID not in tokens
-            assert EOS_ID not in tokens[:-1]
+            assert PAD not in tokens and START not in tokens
+            assert END not in tokens[:-1]
             max_length = math.ceil(np.sum(np.array(source) != 0)) + 2
-            assert tokens[-1] == EOS_ID or len(tokens) == max_length
+            assert tokens[-1] == END or len(tokens) == max_length
             # Nothing after the end: padding tokens and zero weights.
-            assert np.all(result.token_ids[b, i, len(tokens):].numpy() == PAD_ID)
+            assert np.all(result.token_ids[b, i, len(tokens):].numpy() == PAD)
             assert np.all(result.weights[b, i, len(tokens):].numpy() == 0)
             log_probs, weights = double.numpy_steps(source, tokens)
             np.testing.assert_allclose(result.log_probs[b, i], log_probs.sum(), rtol=1e-5)
@@ -222,7 +222,7 @@ def test_greedy_matches_a_numpy_argmax_loop():
     )
     for b, source in enumerate(SOURCES):
         tokens = []
-        while len(tokens) < 6 and (not tokens or tokens[-1] != EOS_ID):
+        while len(tokens) < 6 and (not tokens or tokens[-1] != END):
             candidates = [double.numpy_log_prob(source, tokens + [t]) for t in EMITTED]
             tokens.append(EMITTED[int(np.argmax(candidates))])
         assert hypothesis(result, b, 0) == tuple(tokens)
@@ -240,7 +240,7 @@ def test_a_sentence_alone_and_in_a_batch_gives_the_same_result(beam_size):
         alone = search(tf.constant([source[:length]]))
         steps = alone.token_ids.shape[2]
         np.testing.assert_array_equal(batch.token_ids[b, :, :steps], alone.token_ids[0])
-        assert np.all(batch.token_ids[b, :, steps:].numpy() == PAD_ID)
+        assert np.all(batch.token_ids[b, :, steps:].numpy() == PAD)
         np.testing.assert_allclose(batch.scores[b], alone.scores[0], rtol=1e-6)
         np.testing.assert_array_equal(
             batch.weights[b, :, :steps, :length], alone.weights[0, :, :, :length]
@@ -252,7 +252,7 @@ def test_search_stops_when_every_hypothesis_has_finished():
     double = HistoryDecoder(seed=7)
     double.transitions_tf = tf.tensor_scatter_nd_update(
         double.transitions_tf,
-        [[t, p, EOS_ID] for t in range(NUM_TABLES) for p in range(VOCAB_SIZE)],
+        [[t, p, END] for t in range(NUM_TABLES) for p in range(VOCAB_SIZE)],
         tf.fill([NUM_TABLES * VOCAB_SIZE], 50.0),
     )
     result = decoding.compile_search(double, beam_size=3, max_length_offset=40)(
@@ -271,3 +271,22 @@ def test_invalid_settings_are_rejected_with_the_value():
         decoding.compile_search(double, beam_size=4, n_best=5)
     with pytest.raises(ValueError, match="max_length_offset=0"):
         decoding.compile_search(double, max_length_offset=0)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_a_sentence_settles_once_its_n_best_cannot_change(alpha):
+    double = HistoryDecoder(seed=8)
+    sources = tf.constant(SOURCES)
+    settings = dict(alpha=alpha, max_length_ratio=0.0, max_length_offset=12)
+    whole_beam = decoding.beam_search(double, sources, beam_size=4, **settings)
+    for n_best in (1, 2):
+        early = decoding.beam_search(double, sources, beam_size=4, n_best=n_best, **settings)
+        # The n best are those of the search that ran until every hypothesis ended ...
+        steps = early.token_ids.shape[2]
+        np.testing.assert_array_equal(early.token_ids, whole_beam.token_ids[:, :n_best, :steps])
+        np.testing.assert_array_equal(early.scores, whole_beam.scores[:, :n_best])
+        assert np.all(whole_beam.token_ids[:, :n_best, steps:].numpy() == PAD)
+        # ... found in no more steps (fewer, for the single best, with this double).
+        assert steps <= whole_beam.token_ids.shape[2]
+        if n_best == 1:
+            assert steps < whole_beam.token_ids.shape[2]

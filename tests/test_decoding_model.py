@@ -6,9 +6,9 @@ import pytest
 import tensorflow as tf
 
 from attncli import decoding
-from attncli.decoding import BOS_ID, PAD_ID
 from attncli.model import Seq2Seq
 from attncli.model_config import ModelConfig
+from attncli.vocabulary import PAD, START
 
 CONFIGS = {
     "luong-input-feeding": dict(decoder="luong", score="dot", input_feeding=True),
@@ -31,7 +31,7 @@ def make_model(name):
 
 def padded(sources):
     width = max(map(len, sources))
-    return tf.constant([source + [PAD_ID] * (width - len(source)) for source in sources])
+    return tf.constant([source + [PAD] * (width - len(source)) for source in sources])
 
 
 @pytest.fixture(scope="module", params=sorted(CONFIGS))
@@ -49,7 +49,7 @@ def test_search_agrees_with_teacher_forcing(model, beam_size):
     n = result.token_ids.shape[1]
     for i in range(n):
         tokens = result.token_ids[:, i, :]
-        target_in = tf.concat([tf.fill([len(SOURCES), 1], BOS_ID), tokens[:, :-1]], axis=1)
+        target_in = tf.concat([tf.fill([len(SOURCES), 1], START), tokens[:, :-1]], axis=1)
         logits, weights = model((sources, target_in), return_attention_scores=True)
         log_probs = decoding.next_token_log_probs(logits).numpy()
         for b in range(len(SOURCES)):
@@ -83,7 +83,7 @@ def test_a_sentence_alone_and_in_a_batch_gives_the_same_result(model, beam_size)
         alone = search(tf.constant([source]))
         steps = alone.token_ids.shape[2]
         np.testing.assert_array_equal(batch.token_ids[b, :, :steps], alone.token_ids[0])
-        assert np.all(batch.token_ids[b, :, steps:].numpy() == PAD_ID)
+        assert np.all(batch.token_ids[b, :, steps:].numpy() == PAD)
         np.testing.assert_array_equal(batch.lengths[b], alone.lengths[0])
         np.testing.assert_allclose(batch.scores[b], alone.scores[0], rtol=1e-5)
         real = len(source)

@@ -5,58 +5,23 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-import tensorflow as tf
+
+from spa_eng_parts import REPO, SENTENCES, model_and_tokenizers
 
 from attncli import saving
-from attncli.model import Seq2Seq
-from attncli.model_config import ModelConfig
 from attncli.search_config import SearchConfig
-from attncli.tokenization import TUTORIAL_NORMALIZATION, Tokenizer
 from attncli.translation import Translator
 
-REPO = Path(__file__).resolve().parents[1]
-SENTENCES = ["¡Salga de aquí!", "¿Dónde está el baño?", "Tom no vino.", "Hace frío hoy."]
 BEAM = SearchConfig(beam_size=3, n_best=3, max_length_ratio=1.0, max_length_offset=4)
 GREEDY = SearchConfig(beam_size=1, max_length_ratio=1.0, max_length_offset=4)
 
 
-def spa_eng_pairs(limit):
-    """The first `limit` (Spanish, English) pairs of the Tatoeba corpus."""
-    root = os.environ.get("ATTNCLI_SHARED_DATA")
-    data = Path(root) if root else REPO.parent / "shared" / "data"
-    path = data / "spa-eng" / "spa.txt"
-    if not path.is_file():
-        message = f"the Tatoeba corpus is missing: {path} (set ATTNCLI_SHARED_DATA)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    pairs = []
-    with path.open(encoding="utf-8") as lines:
-        for line in lines:
-            english, spanish = line.rstrip("\n").split("\t")[:2]
-            pairs.append((spanish, english))
-            if len(pairs) == limit:
-                break
-    return pairs
-
-
 @pytest.fixture(scope="module")
 def parts():
-    pairs = spa_eng_pairs(3000)
-    tokenizers = []
-    for side in (0, 1):
-        tokenizer = Tokenizer("word", **TUTORIAL_NORMALIZATION)
-        vocabulary = tokenizer.build_vocabulary([pair[side] for pair in pairs], max_size=400)
-        tokenizers.append(tokenizer.with_vocabulary(vocabulary))
-    tf.keras.utils.set_random_seed(1)
-    config = ModelConfig(
-        source_vocab_size=400, target_vocab_size=400, embedding_dim=16, units=16, score="dot"
-    )
-    return Seq2Seq(config), tokenizers[0], tokenizers[1]
+    return model_and_tokenizers()
 
 
 def summary(translations):
@@ -150,7 +115,6 @@ SERVE_WITHOUT_ATTNCLI = """
 import json, sys
 sys.modules["attncli"] = None  # any import of attncli (or of its layers) now fails
 sys.modules["layers"] = None
-import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
 exported = tf.saved_model.load(sys.argv[1])
 texts = tf.constant(json.loads(sys.argv[2]))
@@ -158,7 +122,9 @@ results = {}
 for name in ("greedy", "beam", "serving_default"):
     outputs = exported.signatures[name](texts=texts)
     results[name] = {
-        "translations": [[t.decode("utf-8") for t in row] for row in outputs["translations"].numpy()],
+        "translations": [
+            [t.decode("utf-8") for t in row] for row in outputs["translations"].numpy()
+        ],
         "scores": outputs["scores"].numpy().tolist(),
     }
 print(json.dumps(results))
