@@ -9,9 +9,6 @@ from typing import Literal
 
 from attncli.errors import DataError
 
-FORMATS = ("bundled", "tsv", "parallel", "pronunciation")
-
-
 @dataclasses.dataclass(frozen=True)
 class SideConfig:
     """Tokenization and vocabulary of one side (source or target).
@@ -68,7 +65,7 @@ class DataConfig:
     Args:
         format: `"bundled"` (the Tatoeba Spanish-English pairs shipped with attncli),
             `"tsv"` (tab-separated pairs), `"parallel"` (two line-aligned files) or
-            `"pronunciation"` (`WORD<TAB>PH ON ES`, scored by PER and WER).
+            `"pronunciations"` (`WORD<TAB>PH ON ES`, scored by PER and WER).
             Defaults to `"bundled"`.
         directory: folder that relative paths are read from; `--data-dir` overrides
             it. Defaults to None (the current directory).
@@ -98,7 +95,7 @@ class DataConfig:
         bucketing: batch pairs of similar lengths together. Defaults to True.
     """
 
-    format: Literal["bundled", "tsv", "parallel", "pronunciation"] = "bundled"
+    format: Literal["bundled", "tsv", "parallel", "pronunciations"] = "bundled"
     directory: str | None = None
     train: str | None = None
     valid: str | None = None
@@ -141,7 +138,7 @@ class DataConfig:
     @property
     def task(self):
         """`"pronunciation"` (PER/WER) or `"translation"` (BLEU/chrF)."""
-        return "pronunciation" if self.format == "pronunciation" else "translation"
+        return "pronunciation" if self.format == "pronunciations" else "translation"
 
 
 def read_splits(config, data_dir=None):
@@ -158,46 +155,38 @@ def read_splits(config, data_dir=None):
 
     base = Path(data_dir or config.directory or ".")
 
-    def read(name):
+    def locate(name):
         path = getattr(config, name)
         if path is None:
             return None
-        path = base / path
-        limit = config.limit if name == "train" else None
         if config.format == "parallel":
-            source, target = (
-                Path(f"{path}.{suffix}") for suffix in (config.source_suffix, config.target_suffix)
+            paths = tuple(
+                base / f"{path}.{suffix}" for suffix in (config.source_suffix, config.target_suffix)
             )
-            _require(source, name)
-            _require(target, name)
-            return corpora.read_parallel(source, target, strict=config.strict, limit=limit)
-        _require(path, name)
-        if config.format == "pronunciation":
-            return corpora.read_pronunciations(path, strict=config.strict, limit=limit)
-        return corpora.read_tsv(
-            path, config.source_column, config.target_column, strict=config.strict, limit=limit
-        )
+        else:
+            paths = (base / path,)
+        for found in paths:
+            if not found.is_file():
+                raise DataError(
+                    f"data.{name}: no such file {found}; check the path or pass --data-dir"
+                )
+        return paths if config.format == "parallel" else paths[0]
 
     if config.format == "bundled":
         train = corpora.read_bundled(config.bundled_source, strict=config.strict, limit=config.limit)
-    else:
-        train = read("train")
-    valid, test = read("valid"), read("test")
-    carved = corpora.split_corpus(
-        train,
-        valid=0 if valid is not None else config.valid_size,
-        test=0 if test is not None else config.test_size,
-        seed=config.split_seed,
-    )
-    return corpora.Splits(
-        train=carved.train,
-        valid=valid if valid is not None else carved.valid,
-        test=test if test is not None else carved.test,
-    )
-
-
-def _require(path, name):
-    if not path.is_file():
-        raise DataError(
-            f"data.{name}: no such file {path}; check the path or pass --data-dir"
+        return corpora.split_corpus(
+            train, valid=config.valid_size, test=config.test_size, seed=config.split_seed
         )
+    return corpora.read_splits(
+        locate("train"),
+        locate("valid"),
+        locate("test"),
+        valid_size=config.valid_size,
+        test_size=config.test_size,
+        seed=config.split_seed,
+        format=config.format,
+        source_column=config.source_column,
+        target_column=config.target_column,
+        strict=config.strict,
+        limit=config.limit,
+    )
