@@ -245,3 +245,31 @@ def translate(
         run, texts or [], input_file, beam, alpha, n_best, output_format, reference,
         batch_size, _stderr_console(),
     )
+
+
+@app.command("inspect-weights")
+def inspect_weights(
+    run: Annotated[Path, typer.Argument(help="A run directory (or a model directory).")],
+    text: Annotated[
+        str | None, typer.Option(help="Translate this and show its attention matrix.")
+    ] = None,
+    beam: Annotated[
+        int | None, typer.Option(help="Beam size for --text; 1 is greedy.", show_default="1")
+    ] = None,
+    png: Annotated[
+        Path | None, typer.Option(help="Also save the matrix as a labelled PNG picture.")
+    ] = None,
+    step: Annotated[
+        int | None,
+        typer.Option(help="Walk through the attention of output token T (1-based), "
+                          "as score-demo does."),
+    ] = None,
+    params: Annotated[
+        bool, typer.Option("--params", help="List every weight tensor with its statistics.")
+    ] = False,
+    decimals: Annotated[int, typer.Option(help="Digits after the point.")] = 3,
+):
+    """Look inside a trained model: attention heatmaps, one step's scores, the weights."""
+    from attncli.inspect_command import inspect
+
+    inspect(run, text, beam, png, step, params, decimals)
