@@ -153,34 +153,16 @@ def read_splits(config, data_dir=None):
     """
     from attncli import corpora
 
-    base = Path(data_dir or config.directory or ".")
-
-    def locate(name):
-        path = getattr(config, name)
-        if path is None:
-            return None
-        if config.format == "parallel":
-            paths = tuple(
-                base / f"{path}.{suffix}" for suffix in (config.source_suffix, config.target_suffix)
-            )
-        else:
-            paths = (base / path,)
-        for found in paths:
-            if not found.is_file():
-                raise DataError(
-                    f"data.{name}: no such file {found}; check the path or pass --data-dir"
-                )
-        return paths if config.format == "parallel" else paths[0]
-
+    paths = data_paths(config, data_dir)
     if config.format == "bundled":
         train = corpora.read_bundled(config.bundled_source, strict=config.strict, limit=config.limit)
         return corpora.split_corpus(
             train, valid=config.valid_size, test=config.test_size, seed=config.split_seed
         )
     return corpora.read_splits(
-        locate("train"),
-        locate("valid"),
-        locate("test"),
+        paths["train"],
+        paths["valid"],
+        paths["test"],
         valid_size=config.valid_size,
         test_size=config.test_size,
         seed=config.split_seed,
@@ -190,3 +172,34 @@ def read_splits(config, data_dir=None):
         strict=config.strict,
         limit=config.limit,
     )
+
+
+def data_paths(config, data_dir=None):
+    """The files of `config`'s splits, checked to exist: `{"train": ..., ...}`.
+
+    A `parallel` split is a `(source_path, target_path)` pair; a split without a
+    file (carved from train, or the bundled corpus) is None.
+
+    Raises:
+        DataError: naming the first file that is missing.
+    """
+    base = Path(data_dir or config.directory or ".")
+    paths = {}
+    for name in ("train", "valid", "test"):
+        path = getattr(config, name) if config.format != "bundled" else None
+        if path is None:
+            paths[name] = None
+            continue
+        if config.format == "parallel":
+            found = tuple(
+                base / f"{path}.{suffix}" for suffix in (config.source_suffix, config.target_suffix)
+            )
+        else:
+            found = (base / path,)
+        for candidate in found:
+            if not candidate.is_file():
+                raise DataError(
+                    f"data.{name}: no such file {candidate}; check the path or pass --data-dir"
+                )
+        paths[name] = found if config.format == "parallel" else found[0]
+    return paths

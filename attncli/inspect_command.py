@@ -132,12 +132,12 @@ def inspect(run_path, text, beam, png, step, params, decimals):
     """Run `attncli inspect-weights`; returns the process exit code."""
     from attncli.translate_command import model_directory
 
+    if (png is not None or step is not None) and not text:
+        raise AttncliError("--png and --step need the sentence to look at: add --text \"...\"")
     if not (text or params):
         raise AttncliError(
             "nothing to inspect: give --text \"SENTENCE\" (with --png or --step) and/or --params"
         )
-    if (png is not None or step is not None) and not text:
-        raise AttncliError("--png and --step need the sentence to look at: add --text \"...\"")
     if beam is not None and beam < 1:
         raise AttncliError(f"--beam must be >= 1, got {beam}")
     directory = model_directory(run_path)

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from attncli.config import load_yaml, save_yaml
+from attncli.data_config import data_paths
 from attncli.errors import AttncliError
 from attncli.run_config import run_config_from_mapping, load_run_config
 from attncli.run_directory import RunDirectory
@@ -18,7 +19,7 @@ from attncli.run_directory import RunDirectory
 _EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
 
-def resolve_run(config_path, overrides, run_dir, resume, overwrite):
+def resolve_run(config_path, overrides, run_dir, data_dir, resume, overwrite):
     """The configuration and run directory of a `train` call.
 
     A resumed run trains with the configuration it saved; overrides are refused then,
@@ -40,6 +41,7 @@ def resolve_run(config_path, overrides, run_dir, resume, overwrite):
         config = run_config_from_mapping(load_yaml(run.config_path))
         return config, run
     config = load_run_config(config_path, overrides)
+    data_paths(config.data, data_dir)
     run = RunDirectory.create(run_dir or Path("runs") / config.name, overwrite=overwrite)
     save_yaml(config, run.config_path)
     return config, run
@@ -47,7 +49,7 @@ def resolve_run(config_path, overrides, run_dir, resume, overwrite):
 
 def train(config_path, overrides, run_dir, data_dir, resume, overwrite, console):
     """Run `attncli train`; returns the process exit code."""
-    config, run = resolve_run(config_path, overrides, run_dir, resume, overwrite)
+    config, run = resolve_run(config_path, overrides, run_dir, data_dir, resume, overwrite)
     console.print(f"run directory: {run.path}", highlight=False)
 
     from attncli.progress import TrainingDisplay
