@@ -1,0 +1,330 @@
+"""Attentional RNN decoders: Bahdanau's and Luong's.
+
+Both decode one step at a time with `step`, the function beam search calls. Trained
+with teacher forcing, a decoder whose recurrence runs through attention (Bahdanau's,
+Luong's with input feeding) runs `step` inside a graph loop (`tf.scan`); Luong's
+without input feeding runs its RNN over the whole target at once and attends with one
+batched product. Both paths compute the same function.
+"""
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+import layers
+from attncli import recurrent
+from attncli.recurrent import make_cell
+
+
+def make_attention(score, alignment="global", window=10, units=None, name="attention"):
+    """The attention layer of a score function.
+
+    `dot` and `scaled_dot` are `<q, k>` and `<q, k> / sqrt(d)`; `general` is
+    `q^T W_a k` and `concat` `v_a^T tanh(W_a [q; k])` (Luong et al. 2015); `additive`
+    is `v^T tanh(W_q q + W_k k)` (Bahdanau et al. 2015). `alignment` picks Luong's
+    global or local (`local-m`, `local-p`, half-width `window`) attention.
+    """
+    if score == "scaled_dot" or (score == "dot" and alignment == "global"):
+        return layers.DotProductAttention(use_scale=score == "scaled_dot", name=name)
+    if score == "additive":
+        return layers.BahdanauAttention(units, name=name)
+    # LuongAttention's hidden size defaults to the query's; it takes `units` only
+    # where it has a hidden layer (concat's W_a, local-p's W_p).
+    hidden = units if score == "concat" or alignment == "local-p" else None
+    return layers.LuongAttention(
+        score=score, units=hidden, alignment=alignment, window=window, name=name
+    )
+
+
+class AttentionDecoder(keras.layers.Layer):
+    """What both decoders share: embedding, cell, attention, output layer.
+
+    Subclasses define `step` and may override `call` with a faster whole-sequence
+    path.
+
+    The decoder state is a tuple: the cell's states (`(h,)` for a GRU, `(h, c)` for
+    an LSTM), then `h~_{t-1}` if the decoder feeds it back, then the step number
+    `(batch_size,)` int32 if local-m attention needs it.
+    """
+
+    def __init__(self, vocab_size, embedding_dim, units, cell, memory_dim, score,
+                 alignment="global", window=10, attention_units=None, dropout=0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.embedding_dim = embedding_dim
+        self.units = units
+        self.cell_kind = cell
+        self.memory_dim = memory_dim
+        self.score = score
+        self.alignment = alignment
+        self.window = window
+        self.attention_units = attention_units
+        self.dropout = dropout
+        self.embedding = keras.layers.Embedding(
+            vocab_size, embedding_dim, dtype=self.dtype_policy, name="embedding"
+        )
+        self.cell = make_cell(cell, units, name=f"{cell}_cell")
+        self.attention = make_attention(
+            score, alignment, window, attention_units or units, name="attention"
+        )
+        self.dropout_layer = keras.layers.Dropout(dropout, name="dropout")
+        self.output_layer = keras.layers.Dense(
+            vocab_size, dtype=self.dtype_policy, name="output_projection"
+        )
+
+    @property
+    def feeds_back(self):
+        """Whether `h~_{t-1}` is part of the state."""
+        return False
+
+    @property
+    def tracks_position(self):
+        return self.alignment == "local-m"
+
+    def build(self, input_shape=None):
+        self.embedding.build((None, None))
+        self.cell.build((None, self.cell_input_dim))
+        self.attention.build([(None, None, self.units), (None, None, self.memory_dim)])
+        self.output_layer.build((None, self.units))
+
+    def memory(self, values, source_mask):
+        """The per-sentence tensors every step reads; keys are projected here, once."""
+        return {
+            "values": values,
+            "projected_keys": self.attention.project_keys(values),
+            "source_mask": source_mask,
+        }
+
+    def initial_state(self, cell_state):
+        """The decoder state before the first step, from the bridged cell state."""
+        state = tuple(cell_state)
+        batch_size = ops.shape(state[0])[0]
+        if self.feeds_back:
+            state += (ops.zeros((batch_size, self.units)),)
+        if self.tracks_position:
+            state += (ops.zeros((batch_size,), dtype="int32"),)
+        return state
+
+    def _split_state(self, state):
+        cell_state = tuple(state[: self.cell.num_states])
+        rest = list(state[self.cell.num_states :])
+        attentional = rest.pop(0) if self.feeds_back else None
+        position = rest.pop(0) if self.tracks_position else None
+        return cell_state, attentional, position
+
+    def _join_state(self, cell_state, attentional, position):
+        state = tuple(cell_state)
+        if self.feeds_back:
+            state += (attentional,)
+        if self.tracks_position:
+            state += (position + 1,)
+        return state
+
+    def _attend(self, query, memory, training, query_positions=None):
+        """context `(B, Tq, d_v)` and weights `(B, Tq, S)` for queries `(B, Tq, units)`."""
+        return self.attention.attend(
+            query, memory["values"], memory["values"],
+            value_mask=memory["source_mask"],
+            return_attention_scores=True,
+            training=training,
+            query_positions=query_positions,
+            projected_keys=memory["projected_keys"],
+        )
+
+    def embed(self, target_ids, training=None):
+        """Input embeddings, dropped out, projected by the cell's input kernel."""
+        embedded = self.dropout_layer(self.embedding(target_ids), training=training)
+        return self.cell.project_inputs(embedded)
+
+    def call(self, target_in_ids, state, memory, training=None, stepwise=False):
+        return self.run_steps(target_in_ids, state, memory, training)
+
+    def run_steps(self, target_in_ids, state, memory, training=None):
+        """Teacher-forced features and weights, computed with `step` in a graph loop.
+
+        Returns `(features (B, T, units), weights (B, T, S))`.
+        """
+        # time-major: T x batch x gates*units
+        projected = tf.transpose(self.embed(target_in_ids, training), (1, 0, 2))
+        source_length = ops.shape(memory["values"])[1]
+        batch_size = ops.shape(target_in_ids)[0]
+
+        def scan_step(carry, projected_embedding):
+            _, _, state = carry
+            features, state, weights = self.step(
+                projected_embedding, state, memory, training
+            )
+            return features, weights, state
+
+        features, weights, _ = tf.scan(
+            scan_step, projected,
+            initializer=(
+                tf.zeros((batch_size, self.units)),
+                tf.zeros((batch_size, source_length)),
+                tuple(state),
+            ),
+        )
+        return tf.transpose(features, (1, 0, 2)), tf.transpose(weights, (1, 0, 2))
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "vocab_size": self.vocab_size,
+            "embedding_dim": self.embedding_dim,
+            "units": self.units,
+            "cell": self.cell_kind,
+            "memory_dim": self.memory_dim,
+            "score": self.score,
+            "alignment": self.alignment,
+            "window": self.window,
+            "attention_units": self.attention_units,
+            "dropout": self.dropout,
+        })
+        return config
+
+
+@keras.saving.register_keras_serializable(package="attncli")
+class BahdanauDecoder(AttentionDecoder):
+    """Bahdanau et al. (2015): attend with the previous state, then update the RNN.
+
+        c_i = sum_j a_ij h_j,  a_i = softmax_j(score(s_{i-1}, h_j))
+        s_i = f(s_{i-1}, [E y_{i-1}; c_i])
+        logits_i = W_o s_i + b_o
+
+    The query is the previous decoder state `s_{i-1}` (for an LSTM its `h`); the
+    context is concatenated with the input embedding and fed to the RNN.
+
+    Args:
+        vocab_size: int, number of target ids.
+        embedding_dim: int, size of the target embeddings.
+        units: int, size of the decoder state.
+        cell: `"gru"` or `"lstm"`.
+        memory_dim: int, features of the encoder outputs.
+        score: see `make_attention`.
+        alignment: `"global"`, `"local-m"` or `"local-p"`. Defaults to `"global"`.
+        window: int, half-width of local attention. Defaults to 10.
+        attention_units: int or None, hidden size of concat/additive scores.
+        dropout: float, on embeddings and on the features before the output layer.
+
+    Call arguments:
+        target_in_ids: int `(batch_size, T)`, `[bos] + target`.
+        state: the initial decoder state (tuple).
+        memory: dict from `memory`.
+        training: bool.
+
+    Returns:
+        `(features (batch_size, T, units), weights (batch_size, T, S))`;
+        `output_layer(features)` are the logits.
+    """
+
+    @property
+    def cell_input_dim(self):
+        return self.embedding_dim + self.memory_dim
+
+    def step(self, projected_embedding, state, memory, training=None):
+        """One step from the cell-projected embedding of `y_{i-1}`.
+
+        Returns `(features (B, units), new_state, weights (B, S))`.
+        """
+        cell_state, _, position = self._split_state(state)
+        query = cell_state[0][:, None, :]
+        positions = None if position is None else position[:, None]
+        context, weights = self._attend(query, memory, training, positions)
+        # context: batch x 1 x memory_dim
+        gates_x = projected_embedding + self.cell.project_inputs(
+            context[:, 0], offset=self.embedding_dim, use_bias=False
+        )
+        output, cell_state = self.cell.step(gates_x, cell_state)
+        features = self.dropout_layer(output, training=training)
+        return features, self._join_state(cell_state, None, position), weights[:, 0]
+
+
+@keras.saving.register_keras_serializable(package="attncli")
+class LuongDecoder(AttentionDecoder):
+    """Luong et al. (2015): update the RNN, then attend with its output.
+
+        h_t = f(h_{t-1}, x_t),  x_t = E y_{t-1}  or  [E y_{t-1}; h~_{t-1}] (input feeding)
+        c_t = sum_s a_ts h_s,  a_t = align(h_t, h_s)
+        h~_t = tanh(W_c [c_t; h_t])
+        logits_t = W_o h~_t + b_o
+
+    Without input feeding nothing recurrent depends on attention, so `call` runs the
+    RNN over the whole target and attends with one batched product; with it, `call`
+    runs `step` in a graph loop.
+
+    Args:
+        input_feeding: bool, feed `h~_{t-1}` into the next input. Defaults to False.
+        other arguments: as `BahdanauDecoder`.
+
+    Call arguments:
+        as `BahdanauDecoder`, plus `stepwise`: bool, force the step-by-step path
+        (same result; used to check the fast path). Defaults to False.
+
+    Returns:
+        `(features (batch_size, T, units), weights (batch_size, T, S))`, features
+        being `h~`.
+    """
+
+    def __init__(self, *args, input_feeding=False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.input_feeding = input_feeding
+        self.combine = keras.layers.Dense(
+            self.units, activation="tanh", use_bias=False, dtype=self.dtype_policy,
+            name="W_c",
+        )
+
+    @property
+    def feeds_back(self):
+        return self.input_feeding
+
+    @property
+    def cell_input_dim(self):
+        return self.embedding_dim + (self.units if self.input_feeding else 0)
+
+    def build(self, input_shape=None):
+        super().build(input_shape)
+        self.combine.build((None, self.memory_dim + self.units))
+
+    def _attentional(self, query, memory, training, positions):
+        context, weights = self._attend(query, memory, training, positions)
+        attentional = self.combine(ops.concatenate([context, query], axis=-1))
+        return attentional, weights
+
+    def step(self, projected_embedding, state, memory, training=None):
+        """One step from the cell-projected embedding of `y_{t-1}`.
+
+        Returns `(features (B, units), new_state, weights (B, S))`.
+        """
+        cell_state, attentional, position = self._split_state(state)
+        gates_x = projected_embedding
+        if self.input_feeding:
+            gates_x = gates_x + self.cell.project_inputs(
+                attentional, offset=self.embedding_dim, use_bias=False
+            )
+        output, cell_state = self.cell.step(gates_x, cell_state)
+        positions = None if position is None else position[:, None]
+        attentional, weights = self._attentional(output[:, None, :], memory, training, positions)
+        # attentional: batch x 1 x units
+        attentional = attentional[:, 0]
+        features = self.dropout_layer(attentional, training=training)
+        return features, self._join_state(cell_state, attentional, position), weights[:, 0]
+
+    def call(self, target_in_ids, state, memory, training=None, stepwise=False):
+        if stepwise or self.input_feeding:
+            return self.run_steps(target_in_ids, state, memory, training)
+        cell_state, _, position = self._split_state(state)
+        (states,) = recurrent.run(
+            [self.cell], [self.embed(target_in_ids, training)], [cell_state]
+        )
+        outputs = states[0]
+        positions = None
+        if position is not None:
+            steps = ops.arange(ops.shape(target_in_ids)[1], dtype="int32")
+            positions = position[:, None] + steps[None, :]
+        attentional, weights = self._attentional(outputs, memory, training, positions)
+        return self.dropout_layer(attentional, training=training), weights
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"input_feeding": self.input_feeding})
+        return config

@@ -1,0 +1,129 @@
+"""The recurrent encoder: embedding, stacked (bi)directional GRU or LSTM layers."""
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+from attncli import recurrent
+from attncli.recurrent import make_cell
+
+
+@keras.saving.register_keras_serializable(package="attncli")
+class Encoder(keras.layers.Layer):
+    """Reads source ids into annotations `h_1 .. h_S` and a final state.
+
+    Each layer runs a forward cell and, if bidirectional, a backward cell; the two
+    directions are merged by `sum` (`h_s = h->_s + h<-_s`) or `concat`
+    (`h_s = [h->_s; h<-_s]`, Bahdanau et al. 2015). Pad ids (0) are masked: they
+    neither change the states nor appear among the valid annotations.
+
+    Args:
+        vocab_size: int, number of source ids.
+        embedding_dim: int, size of the embeddings.
+        units: int, size of each direction's state.
+        cell: `"gru"` or `"lstm"`.
+        num_layers: int, stacked layers. Defaults to 1.
+        bidirectional: bool. Defaults to True.
+        merge_mode: `"sum"` or `"concat"`. Defaults to `"sum"`.
+        dropout: float, dropout on the embeddings and between layers. Defaults to 0.
+
+    Call arguments:
+        source_ids: int `(batch_size, S)`, right-padded with 0.
+        training: bool, whether dropout is active.
+
+    Returns:
+        `(outputs, final_state, source_mask)`: outputs `(batch_size, S, d)` with
+        `d = 2 * units` for concatenated directions and `units` otherwise (zero at
+        padding), the top layer's final state as a tuple (`(h,)` or `(h, c)`,
+        directions merged like the outputs), and the boolean mask `(batch_size, S)`.
+    """
+
+    def __init__(self, vocab_size, embedding_dim, units, cell, num_layers=1,
+                 bidirectional=True, merge_mode="sum", dropout=0.0, **kwargs):
+        super().__init__(**kwargs)
+        if merge_mode not in ("sum", "concat"):
+            raise ValueError(
+                f"`merge_mode` must be 'sum' or 'concat'. Received: merge_mode={merge_mode!r}"
+            )
+        self.vocab_size = vocab_size
+        self.embedding_dim = embedding_dim
+        self.units = units
+        self.cell = cell
+        self.num_layers = num_layers
+        self.bidirectional = bidirectional
+        self.merge_mode = merge_mode
+        self.dropout = dropout
+        self.embedding = keras.layers.Embedding(
+            vocab_size, embedding_dim, dtype=self.dtype_policy, name="embedding"
+        )
+        self.dropout_layer = keras.layers.Dropout(dropout, name="dropout")
+        self.forward_cells = [
+            make_cell(cell, units, name=f"layer_{index}_forward") for index in range(num_layers)
+        ]
+        self.backward_cells = [
+            make_cell(cell, units, name=f"layer_{index}_backward")
+            for index in range(num_layers if bidirectional else 0)
+        ]
+
+    @property
+    def output_dim(self):
+        return 2 * self.units if self.bidirectional and self.merge_mode == "concat" else self.units
+
+    def build(self, input_shape=None):
+        self.embedding.build((None, None))
+        for index in range(self.num_layers):
+            input_dim = self.embedding_dim if index == 0 else self.output_dim
+            for cells in (self.forward_cells, self.backward_cells):
+                if cells:
+                    cells[index].build((None, input_dim))
+
+    def _merge(self, forward, backward):
+        if self.merge_mode == "sum":
+            return forward + backward
+        return ops.concatenate([forward, backward], axis=-1)
+
+    def call(self, source_ids, training=None):
+        source_mask = ops.not_equal(source_ids, 0)
+        lengths = ops.sum(ops.cast(source_mask, "int32"), axis=1)
+        batch_size = ops.shape(source_ids)[0]
+        outputs = self.dropout_layer(self.embedding(source_ids), training=training)
+        for index in range(self.num_layers):
+            if index > 0:
+                outputs = self.dropout_layer(outputs, training=training)
+            cells = [self.forward_cells[index]]
+            projected = [cells[0].project_inputs(outputs)]
+            if self.bidirectional:
+                cells.append(self.backward_cells[index])
+                # The backward cell reads each sequence's real steps last to first;
+                # its padding stays at the end, where it changes nothing.
+                projected.append(tf.reverse_sequence(
+                    cells[1].project_inputs(outputs), lengths, seq_axis=1, batch_axis=0
+                ))
+            initial = [cell.initial_state(batch_size) for cell in cells]
+            states = recurrent.run(cells, projected, initial)
+            finals = [
+                recurrent.final_state(s, lengths, i) for s, i in zip(states, initial)
+            ]
+            if self.bidirectional:
+                backward = tf.reverse_sequence(states[1][0], lengths, seq_axis=1, batch_axis=0)
+                outputs = self._merge(states[0][0], backward)
+                final_state = tuple(self._merge(f, b) for f, b in zip(*finals))
+            else:
+                outputs, final_state = states[0][0], finals[0]
+            # outputs: batch x S x output_dim, zero at padding
+            outputs = outputs * ops.cast(source_mask[:, :, None], outputs.dtype)
+        return outputs, final_state, source_mask
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "vocab_size": self.vocab_size,
+            "embedding_dim": self.embedding_dim,
+            "units": self.units,
+            "cell": self.cell,
+            "num_layers": self.num_layers,
+            "bidirectional": self.bidirectional,
+            "merge_mode": self.merge_mode,
+            "dropout": self.dropout,
+        })
+        return config

@@ -1,0 +1,138 @@
+"""The attentional RNN encoder-decoder (Bahdanau et al. 2015; Luong et al. 2015)."""
+
+import keras
+from keras import ops
+
+from attncli.decoder import BahdanauDecoder, LuongDecoder
+from attncli.encoder import Encoder
+from attncli.model_config import ModelConfig
+
+
+@keras.saving.register_keras_serializable(package="attncli")
+class Seq2Seq(keras.Model):
+    """Encoder, bridge and attentional decoder, trained with teacher forcing.
+
+        h_1 .. h_S, h_final = Encoder(x)
+        s_0 = bridge(h_final)             dense: tanh(W_b h_final + b_b); zeros; copy
+        logits_t = Decoder(y_{<t}, s_0, h_1 .. h_S)
+
+    All weights exist as soon as the model is constructed.
+
+    Args:
+        config: a `ModelConfig`, or the dict of its fields.
+
+    Call arguments:
+        inputs: tuple `(source_ids, target_in_ids)`, int `(batch_size, S)` and
+            `(batch_size, T)`, right-padded with 0; `target_in_ids = [bos] + target`.
+        training: bool, whether dropout is active.
+        return_attention_scores: bool, also return the attention weights.
+
+    Returns:
+        logits `(batch_size, T, target_vocab_size)`, and the weights
+        `(batch_size, T, S)` if `return_attention_scores=True`.
+
+    Decoding one step at a time:
+
+    >>> memory, state = model.encode(source_ids)
+    >>> logits, state, weights = model.decode_step(token_ids, state, memory)
+    """
+
+    def __init__(self, config, **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(config, dict):
+            config = ModelConfig(**config)
+        self.config = config
+        self.encoder = Encoder(
+            config.source_vocab_size, config.embedding_dim, config.units, config.cell,
+            num_layers=config.encoder_layers, bidirectional=config.bidirectional,
+            merge_mode=config.merge_mode, dropout=config.dropout, name="encoder",
+        )
+        self.bridge_layers = [
+            keras.layers.Dense(config.units, activation="tanh", name=f"bridge_{index}")
+            for index in range(2 if config.cell == "lstm" else 1)
+            if config.bridge == "dense"
+        ]
+        decoder_args = dict(
+            vocab_size=config.target_vocab_size, embedding_dim=config.embedding_dim,
+            units=config.units, cell=config.cell, memory_dim=config.memory_dim,
+            score=config.score, alignment=config.alignment, window=config.window,
+            attention_units=config.attention_units, dropout=config.dropout, name="decoder",
+        )
+        if config.decoder == "bahdanau":
+            self.decoder = BahdanauDecoder(**decoder_args)
+        else:
+            self.decoder = LuongDecoder(input_feeding=config.input_feeding, **decoder_args)
+        self.build()
+
+    def build(self, input_shape=None):
+        self.encoder.build()
+        for layer in self.bridge_layers:
+            layer.build((None, self.config.memory_dim))
+        self.decoder.build()
+        self.built = True
+
+    def bridge(self, final_state):
+        """The decoder's initial cell state from the encoder's final state."""
+        if self.config.bridge == "zeros":
+            return tuple(ops.zeros_like(state[:, : self.config.units]) for state in final_state)
+        if self.config.bridge == "copy":
+            return tuple(final_state)
+        return tuple(layer(state) for layer, state in zip(self.bridge_layers, final_state))
+
+    def encode(self, source_ids, training=False):
+        """Read the source once.
+
+        Args:
+            source_ids: int `(batch_size, S)`, right-padded with 0.
+            training: bool.
+
+        Returns:
+            `(memory, state)`: `memory` a dict of batch-first tensors, `values`
+            `(batch_size, S, memory_dim)`, `projected_keys` (the attention's key
+            projection, computed here once per sentence) and `source_mask`
+            `(batch_size, S)` bool; `state` the decoder's initial state, a tuple of
+            batch-first tensors.
+        """
+        values, final_state, source_mask = self.encoder(source_ids, training=training)
+        memory = self.decoder.memory(values, source_mask)
+        state = self.decoder.initial_state(self.bridge(final_state))
+        return memory, state
+
+    def decode_step(self, token_ids, state, memory, training=False):
+        """One decoder step.
+
+        Args:
+            token_ids: int `(batch_size,)`, the previous target token (bos first).
+            state: the tuple from `encode` or from the previous step.
+            memory: the dict from `encode`.
+            training: bool.
+
+        Returns:
+            `(logits (batch_size, V), new_state, weights (batch_size, S))`.
+        """
+        projected_embedding = self.decoder.embed(token_ids, training=training)
+        features, state, weights = self.decoder.step(
+            projected_embedding, state, memory, training=training
+        )
+        return self.decoder.output_layer(features), state, weights
+
+    def features(self, inputs, training=None, stepwise=False):
+        """Teacher-forced decoder features `(batch_size, T, units)` and weights.
+
+        `logits = model.decoder.output_layer(features)`; the training step applies
+        it to the non-pad positions only. `stepwise=True` forces the step-by-step
+        path for a decoder that has a faster one (same result).
+        """
+        source_ids, target_in_ids = inputs
+        memory, state = self.encode(source_ids, training=training)
+        return self.decoder(target_in_ids, state, memory, training=training, stepwise=stepwise)
+
+    def call(self, inputs, training=None, return_attention_scores=False):
+        features, weights = self.features(inputs, training=training)
+        logits = self.decoder.output_layer(features)
+        if return_attention_scores:
+            return logits, weights
+        return logits
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "name": self.name}

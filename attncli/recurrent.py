@@ -1,0 +1,236 @@
+"""GRU and LSTM cells split into an input projection and a recurrent step.
+
+A recurrent layer's input term `x_t W` does not depend on the state, so it is computed
+for every time step in one large matrix product (`project_inputs`) and only the
+recurrent term `h_{t-1} U` stays inside the loop (`step`, or `run` for a whole
+sequence). `keras.layers.GRU` computes both inside its loop on CPU; the split, and
+running both directions of a layer in one loop, is what makes our encoder and decoder
+faster.
+Weights have the layout of `keras.layers.GRUCell` / `LSTMCell` (gates `z, r, h` and
+`i, f, c, o`), so results can be checked against Keras with the same weights.
+"""
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+
+class _SplitCell(keras.layers.Layer):
+    """Shared weights and loop of the split cells; subclasses define `gates` and `step`."""
+
+    gates = 0
+
+    def __init__(self, units, **kwargs):
+        super().__init__(**kwargs)
+        if units < 1:
+            raise ValueError(f"`units` must be a positive integer. Received: units={units}")
+        self.units = units
+
+    def build(self, input_shape):
+        input_dim = input_shape[-1]
+        self.kernel = self.add_weight(
+            name="kernel", shape=(input_dim, self.gates * self.units),
+            initializer="glorot_uniform",
+        )
+        self.recurrent_kernel = self.add_weight(
+            name="recurrent_kernel", shape=(self.units, self.gates * self.units),
+            initializer="orthogonal",
+        )
+        self.bias = self.add_weight(
+            name="bias", shape=(self.gates * self.units,), initializer=self._bias_initializer(),
+        )
+
+    def _bias_initializer(self):
+        return "zeros"
+
+    def project_inputs(self, inputs, offset=0, use_bias=True):
+        """`inputs @ kernel[offset : offset + d] (+ bias)`, for any leading dims.
+
+        `offset` selects the kernel rows of one part of a concatenated input
+        `[a; b]`: `project(a) + project(b, offset=dim(a), use_bias=False)` equals
+        `project([a; b])`.
+        """
+        kernel = self.kernel[offset : offset + inputs.shape[-1]]
+        projected = ops.matmul(inputs, kernel)
+        return projected + self.bias if use_bias else projected
+
+    def initial_state(self, batch_size):
+        """Zero states, a tuple with one `(batch_size, units)` tensor per state."""
+        return tuple(ops.zeros((batch_size, self.units)) for _ in range(self.num_states))
+
+    def step(self, projected_inputs, states):
+        """One time step: `(output, new_states)` from `project_inputs(x_t)` and states."""
+        return self.transition(projected_inputs, states, *self.recurrent_weights())
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"units": self.units})
+        return config
+
+
+@keras.saving.register_keras_serializable(package="attncli")
+class GRUCell(_SplitCell):
+    """Gated recurrent unit (Cho et al. 2014), reset gate applied after the product.
+
+        z = sigmoid(x W_z + h U_z + b_z)
+        r = sigmoid(x W_r + h U_r + b_r)
+        n = tanh(x W_n + b_n + r * (h U_n + b^h_n))
+        h' = z * h + (1 - z) * n
+
+    the `reset_after=True` form of `keras.layers.GRUCell` (and cuDNN). The state is
+    the tuple `(h,)`.
+
+    Args:
+        units: int, size of the state.
+
+    Call arguments (of `step`; `transition` is the same function of explicit
+    weights, which `run` stacks to run several cells side by side):
+        projected_inputs: `(batch_size, 3 * units)`, `project_inputs(x_t)`.
+        states: tuple `(h,)`, `h` of shape `(batch_size, units)`.
+
+    Returns:
+        `(h', (h',))`.
+    """
+
+    gates = 3
+    num_states = 1
+
+    def build(self, input_shape):
+        super().build(input_shape)
+        self.recurrent_bias = self.add_weight(
+            name="recurrent_bias", shape=(3 * self.units,), initializer="zeros"
+        )
+
+    def recurrent_weights(self):
+        return self.recurrent_kernel, self.recurrent_bias
+
+    @staticmethod
+    def transition(projected_inputs, states, recurrent_kernel, recurrent_bias):
+        (h,) = states
+        x_z, x_r, x_n = ops.split(projected_inputs, 3, axis=-1)
+        recurrent = ops.matmul(h, recurrent_kernel) + recurrent_bias
+        h_z, h_r, h_n = ops.split(recurrent, 3, axis=-1)
+        z = ops.sigmoid(x_z + h_z)
+        r = ops.sigmoid(x_r + h_r)
+        n = ops.tanh(x_n + r * h_n)
+        h = z * h + (1.0 - z) * n
+        return h, (h,)
+
+
+@keras.saving.register_keras_serializable(package="attncli")
+class LSTMCell(_SplitCell):
+    """Long short-term memory (Hochreiter & Schmidhuber 1997), gates `i, f, c, o`.
+
+        [i, f, g, o] = x W + h U + b
+        c' = sigmoid(f) * c + sigmoid(i) * tanh(g)
+        h' = sigmoid(o) * tanh(c')
+
+    the form of `keras.layers.LSTMCell`, forget-gate bias initialised to 1. The
+    state is the tuple `(h, c)`.
+
+    Args:
+        units: int, size of `h` and `c`.
+
+    Call arguments (of `step`, or `transition` with explicit weights):
+        projected_inputs: `(batch_size, 4 * units)`, `project_inputs(x_t)`.
+        states: tuple `(h, c)`, each `(batch_size, units)`.
+
+    Returns:
+        `(h', (h', c'))`.
+    """
+
+    gates = 4
+    num_states = 2
+
+    def _bias_initializer(self):
+        units = self.units
+
+        def initializer(shape, dtype=None):
+            return ops.concatenate(
+                [ops.zeros((units,)), ops.ones((units,)), ops.zeros((2 * units,))]
+            )
+
+        return initializer
+
+    def recurrent_weights(self):
+        return (self.recurrent_kernel,)
+
+    @staticmethod
+    def transition(projected_inputs, states, recurrent_kernel):
+        h, c = states
+        gates = projected_inputs + ops.matmul(h, recurrent_kernel)
+        i, f, g, o = ops.split(gates, 4, axis=-1)
+        c = ops.sigmoid(f) * c + ops.sigmoid(i) * ops.tanh(g)
+        h = ops.sigmoid(o) * ops.tanh(c)
+        return h, (h, c)
+
+
+def make_cell(kind, units, name):
+    """A `GRUCell` (`kind="gru"`) or `LSTMCell` (`kind="lstm"`)."""
+    cells = {"gru": GRUCell, "lstm": LSTMCell}
+    if kind not in cells:
+        raise ValueError(f"`kind` must be 'gru' or 'lstm'. Received: kind={kind!r}")
+    return cells[kind](units, name=name)
+
+
+def run(cells, projected_inputs, initial_states):
+    """Run cells of one kind side by side over time, in a single graph loop.
+
+    Several cells (the two directions of a bidirectional layer) share the loop: their
+    states are stacked and their recurrent products batched, so each step costs one
+    batched matmul instead of one per cell. Nothing is masked: with right-padded
+    sequences the padding comes after every real step, and `final_state` picks the
+    state of each sequence's last real step.
+
+    Args:
+        cells: list of `GRUCell` or `LSTMCell` of the same class and units.
+        projected_inputs: list, per cell, of `(batch_size, T, gates * units)`.
+        initial_states: list, per cell, of state tuples.
+
+    Returns:
+        list, per cell, of the states after every step: a tuple with one
+        `(batch_size, T, units)` tensor per state (the first, `h`, is the output).
+    """
+    kind = type(cells[0])
+    if len(cells) == 1:
+        weights = cells[0].recurrent_weights()
+        # time-major: T x batch x features
+        inputs = tf.transpose(projected_inputs[0], (1, 0, 2))
+        initializer = tuple(initial_states[0])
+    else:
+        weights = [
+            tf.stack([weight.value for weight in same])
+            for same in zip(*(cell.recurrent_weights() for cell in cells))
+        ]
+        # biases: cells x 1 x features, to broadcast over the batch
+        weights = [w if len(w.shape) == 3 else w[:, None, :] for w in weights]
+        # time-major, cells stacked: T x cells x batch x features
+        inputs = tf.transpose(tf.stack(projected_inputs), (2, 0, 1, 3))
+        initializer = tuple(tf.stack(states) for states in zip(*initial_states))
+
+    def scan_step(states, gates_x):
+        return kind.transition(gates_x, states, *weights)[1]
+
+    states = tf.scan(scan_step, inputs, initializer=initializer)
+    if len(cells) == 1:
+        return [tuple(tf.transpose(s, (1, 0, 2)) for s in states)]
+    return [
+        tuple(tf.transpose(s[:, index], (1, 0, 2)) for s in states)
+        for index in range(len(cells))
+    ]
+
+
+def final_state(states, lengths, initial_state):
+    """Each sequence's state after its last real step (`initial_state` if empty).
+
+    Args:
+        states: tuple of `(batch_size, T, units)`, from `run`.
+        lengths: int `(batch_size,)`, the number of real steps.
+        initial_state: tuple of `(batch_size, units)`.
+    """
+    last = tf.maximum(lengths - 1, 0)
+    empty = (lengths == 0)[:, None]
+    return tuple(
+        tf.where(empty, initial, tf.gather(state, last, axis=1, batch_dims=1))
+        for state, initial in zip(states, initial_state)
+    )

@@ -1,0 +1,182 @@
+"""The teacher-forced training step: masked, label-smoothed cross-entropy, Adam, clipping.
+
+    loss = sum over non-pad target tokens of CE_smoothed(logits_t, y_t) / their number
+
+Pad positions (id 0) are excluded from the loss and from the token count. With
+`logits_on="tokens"` the output layer, the largest product of the model, is applied to
+the non-pad positions only.
+"""
+
+import keras
+import tensorflow as tf
+
+from attncli.training_config import TrainingConfig
+
+
+@keras.saving.register_keras_serializable(package="attncli")
+class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warmup, then constant, inverse square root or exponential decay.
+
+        warmup (step < warmup_steps): lr = peak * (step + 1) / warmup_steps
+        constant:           lr = peak
+        inverse_sqrt:       lr = peak * sqrt(warmup_steps / (step + 1))
+        exponential_decay:  lr = peak * decay_rate ** ((step - warmup_steps) / decay_steps)
+
+    Args:
+        peak: float, the rate reached after warmup.
+        decay: `"constant"`, `"inverse_sqrt"` or `"exponential_decay"`.
+        warmup_steps: int. Defaults to 0.
+        decay_steps: int. Defaults to 10000.
+        decay_rate: float. Defaults to 0.5.
+    """
+
+    def __init__(self, peak, decay, warmup_steps=0, decay_steps=10000, decay_rate=0.5):
+        self.peak = peak
+        self.decay = decay
+        self.warmup_steps = warmup_steps
+        self.decay_steps = decay_steps
+        self.decay_rate = decay_rate
+
+    def __call__(self, step):
+        step = tf.cast(step, "float32")
+        peak = tf.constant(self.peak, "float32")
+        warmup = float(max(self.warmup_steps, 1))
+        if self.decay == "inverse_sqrt":
+            after = peak * tf.sqrt(warmup / (step + 1.0))
+        elif self.decay == "exponential_decay":
+            exponent = tf.maximum(step - self.warmup_steps, 0.0) / self.decay_steps
+            after = peak * tf.pow(tf.constant(self.decay_rate, "float32"), exponent)
+        else:
+            after = peak
+        if self.warmup_steps == 0:
+            return after
+        return tf.where(step < self.warmup_steps, peak * (step + 1.0) / warmup, after)
+
+    def get_config(self):
+        return {
+            "peak": self.peak,
+            "decay": self.decay,
+            "warmup_steps": self.warmup_steps,
+            "decay_steps": self.decay_steps,
+            "decay_rate": self.decay_rate,
+        }
+
+
+def make_optimizer(config=None):
+    """Adam with the configured schedule and clipping by global norm."""
+    config = config or TrainingConfig()
+    learning_rate = config.learning_rate
+    if config.schedule != "constant" or config.warmup_steps:
+        learning_rate = WarmupSchedule(
+            config.learning_rate, config.schedule, config.warmup_steps,
+            config.decay_steps, config.decay_rate,
+        )
+    return keras.optimizers.Adam(learning_rate=learning_rate, global_clipnorm=config.clip_norm)
+
+
+def smoothed_cross_entropy(logits, labels, label_smoothing=0.0):
+    """Cross-entropy against `(1 - e) * onehot(y) + e / V`, per row.
+
+        CE = logsumexp(z) - (1 - e) * z_y - (e / V) * sum_v z_v
+
+    Args:
+        logits: float `(..., V)`.
+        labels: int `(...)`.
+        label_smoothing: float `e` in `[0, 1)`.
+
+    Returns:
+        float `(...)`.
+    """
+    logits = tf.cast(logits, "float32")
+    log_normalizer = tf.reduce_logsumexp(logits, axis=-1)
+    target = tf.gather(logits, labels, axis=-1, batch_dims=len(labels.shape))
+    loss = log_normalizer - (1.0 - label_smoothing) * target
+    if label_smoothing:
+        loss -= label_smoothing * tf.reduce_mean(logits, axis=-1)
+    return loss
+
+
+def sequence_loss(model, inputs, target_out, label_smoothing=0.0, training=False,
+                  logits_on="tokens", stepwise=False):
+    """Mean smoothed cross-entropy over the non-pad target tokens.
+
+    Args:
+        model: a `Seq2Seq`.
+        inputs: `(source_ids, target_in_ids)`.
+        target_out: int `(batch_size, T)`, `target + [eos]`, 0 at padding.
+        label_smoothing: float.
+        training: bool.
+        logits_on: `"tokens"` (output layer on non-pad positions only) or `"all"`.
+        stepwise: bool, force the decoder's step-by-step path.
+
+    Returns:
+        `(loss, tokens)`: the mean loss (float32 scalar) and the number of non-pad
+        target tokens (int32 scalar).
+    """
+    features, _ = model.features(inputs, training=training, stepwise=stepwise)
+    mask = tf.not_equal(target_out, 0)
+    tokens = tf.reduce_sum(tf.cast(mask, "int32"))
+    if logits_on == "tokens":
+        # token_features: tokens x units
+        token_features = tf.boolean_mask(features, mask)
+        logits = model.decoder.output_layer(token_features)
+        losses = smoothed_cross_entropy(logits, tf.boolean_mask(target_out, mask), label_smoothing)
+        total = tf.reduce_sum(losses)
+    else:
+        logits = model.decoder.output_layer(features)
+        losses = smoothed_cross_entropy(logits, target_out, label_smoothing)
+        total = tf.reduce_sum(tf.where(mask, losses, 0.0))
+    return total / tf.cast(tf.maximum(tokens, 1), "float32"), tokens
+
+
+_BATCH_SIGNATURE = (
+    (tf.TensorSpec((None, None), tf.int32), tf.TensorSpec((None, None), tf.int32)),
+    tf.TensorSpec((None, None), tf.int32),
+)
+
+
+def make_train_step(model, optimizer, config=None):
+    """A compiled training step for `model`.
+
+    Args:
+        model: a `Seq2Seq` (built at construction).
+        optimizer: e.g. `make_optimizer(config)`.
+        config: a `TrainingConfig`; its `label_smoothing`, `logits_on` and
+            `jit_compile` are used. Defaults to `TrainingConfig()`.
+
+    Returns:
+        `train_step(inputs, target_out) -> {"loss", "tokens"}`, a `tf.function`
+        over int32 batches `((source_ids, target_in_ids), target_out_ids)` of any
+        shape (traced once).
+    """
+    config = config or TrainingConfig()
+    variables = model.trainable_variables
+    optimizer.build(variables)
+
+    @tf.function(input_signature=_BATCH_SIGNATURE, jit_compile=config.jit_compile)
+    def train_step(inputs, target_out):
+        with tf.GradientTape() as tape:
+            loss, tokens = sequence_loss(
+                model, inputs, target_out, config.label_smoothing, training=True,
+                logits_on=config.logits_on,
+            )
+        gradients = tape.gradient(loss, variables)
+        optimizer.apply_gradients(zip(gradients, variables))
+        return {"loss": loss, "tokens": tokens}
+
+    return train_step
+
+
+def make_eval_step(model, config=None):
+    """A compiled step returning `{"loss", "tokens"}` without updating anything."""
+    config = config or TrainingConfig()
+
+    @tf.function(input_signature=_BATCH_SIGNATURE, jit_compile=config.jit_compile)
+    def eval_step(inputs, target_out):
+        loss, tokens = sequence_loss(
+            model, inputs, target_out, config.label_smoothing, training=False,
+            logits_on=config.logits_on,
+        )
+        return {"loss": loss, "tokens": tokens}
+
+    return eval_step
