@@ -21,7 +21,7 @@ Every function is traced and run once on the first batch before it is timed; the
 batch goes to every function in turn, so the ratios of the timings, taken in one process,
 hold even on a shared machine whose load changes.
 
-    python benchmarks/bench_decoding.py [--train-steps 500] [--sentences 2000]
+    python -m benchmarks.bench_decoding [--train-steps 500] [--sentences 2000]
 """
 
 import argparse
@@ -37,8 +37,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from attncli.decoding import compile_search  # noqa: E402
 from attncli.model import Seq2Seq  # noqa: E402
