@@ -15,7 +15,8 @@ Three levels:
 
 Detokenization joins tokens with spaces, glues WordPiece pieces, and restores the spacing
 of written text: `"hello , world ."` → `"hello, world."`, `"¿ qué ?"` → `"¿qué?"`,
-`'he said " hi . "'` → `'he said "hi."'`, `"don ' t"` → `"don't"`, `"3 : 30"` → `"3:30"`,
+`'he said " hi . "'` → `'he said "hi."'` (also “ ” and „ “),
+`"$ 30"` → `"$30"`, `"don ' t"` → `"don't"`, `"3 : 30"` → `"3:30"`,
 and no spaces next to Chinese or Japanese characters. BLEU is computed on this text.
 """
 
@@ -44,7 +45,7 @@ _KANA_HAN = r"\p{Han}\p{Hiragana}\p{Katakana}"
 _WORD_DELIMITERS = rf"\s+|[\p{{P}}\p{{S}}]|[{_KANA_HAN}]"
 _KEPT_DELIMITERS = rf"[\p{{P}}\p{{S}}]|[{_KANA_HAN}]"
 _CLOSING = r".,!?;:%)\]}»…。，、！？；：）」』"
-_OPENING = r"¿¡(\[{«（「『"
+_OPENING = r"¿¡(\[{«（「『$£€"
 _CJK_PUNCTUATION = r"。，、！？；：）」』（「『"
 
 # (pattern, rewrite) applied in order to the space-joined tokens.
@@ -54,6 +55,8 @@ _DETOKENIZE_RULES = (
     (r"([\pL\pN]) ([-'’/]) ([\pL\pN])", r"\1\2\3"),
     (r"(\d)([.,:]) (\d)", r"\1\2\3"),
     (r'"\s([^"]*?)\s"', r'"\1"'),
+    (r"“\s([^”]*?)\s”", r"“\1”"),
+    (r"„\s([^“]*?)\s“", r"„\1“"),
     (rf"([{_KANA_HAN}{_CJK_PUNCTUATION}]) ", r"\1"),
     (rf" ([{_KANA_HAN}{_CJK_PUNCTUATION}])", r"\1"),
 )
@@ -246,22 +249,69 @@ class Tokenizer:
     def _learn_wordpieces(self, texts, max_size, min_count, chunk_size) -> Vocabulary:
         if max_size is None:
             raise DataError("a subword vocabulary needs a maximum size (max_size)")
-        words = tf.data.Dataset.from_tensor_slices(tf.constant(list(texts), tf.string))
-        words = words.batch(chunk_size).map(
-            lambda batch: tf.strings.reduce_join(
-                self.split_words(self.normalize(batch)), axis=-1, separator=" "
-            )
-        ).unbatch()
-        pieces = bert_vocab_from_dataset.bert_vocab_from_dataset(
-            words,
+        texts = tf.data.Dataset.from_tensor_slices(tf.constant(list(texts), tf.string))
+        words = texts.batch(chunk_size).map(lambda batch: self.split_words(self.normalize(batch)))
+        learned = bert_vocab_from_dataset.bert_vocab_from_dataset(
+            # Batches of sentences, not single ones: the learner counts words per element.
+            words.map(lambda rows: tf.strings.reduce_join(rows, axis=-1, separator=" ")),
             vocab_size=max_size,
             reserved_tokens=list(RESERVED_TOKENS),
             bert_tokenizer_params={"lower_case": False},
             learn_params={"lower_thresh": max(1, min_count)},
         )
-        return Vocabulary(pieces[:max_size])
+        return Vocabulary(_fit_wordpieces(learned, *_character_counts(words), max_size))
 
     def _require_vocabulary(self, action: str) -> Vocabulary:
         if self.vocabulary is None:
             raise DataError(f"the {self.level} tokenizer needs a vocabulary to {action}")
         return self.vocabulary
+
+
+def _character_counts(words) -> tuple[dict, set]:
+    """How often each character occurs in `words` (a dataset of ragged word batches), and
+    the set of characters that occur after the first position of a word."""
+    counts, continuing = {}, set()
+    for batch in words:
+        characters = tf.strings.unicode_split(batch.flat_values, "UTF-8")
+        unique, count = np.unique(characters.flat_values.numpy(), return_counts=True)
+        for character, n in zip(unique, count):
+            character = character.decode("utf-8")
+            counts[character] = counts.get(character, 0) + int(n)
+        continuing.update(c.decode("utf-8") for c in np.unique(characters[:, 1:].flat_values))
+    return counts, continuing
+
+
+def _fit_wordpieces(learned, character_counts, continuing, max_size) -> list[str]:
+    """Trims a learned WordPiece list to `max_size` without losing characters.
+
+    The learner lists every character `c` and its continuation `##c` (so no seen word is
+    ever unknown), but puts them where their counts fall, often past `max_size`, and adds
+    `##c` for characters that never continue a word (Chinese characters, which are words
+    of their own here). This drops those useless `##c`, then the last multi-character
+    pieces, and only if the characters alone do not fit, the rarest characters.
+    """
+    def is_character(token):
+        return token in character_counts or (
+            token.startswith(SUFFIX_INDICATOR) and token[len(SUFFIX_INDICATOR):] in continuing
+        )
+
+    useful = [
+        token for token in learned
+        if not token.startswith(SUFFIX_INDICATOR)
+        or token[len(SUFFIX_INDICATOR):] in continuing
+        or token[len(SUFFIX_INDICATOR):] not in character_counts
+    ]
+    surplus = len(useful) - max_size
+    pieces = [token for token in useful if token not in RESERVED_TOKENS and not is_character(token)]
+    dropped = set(pieces[max(0, len(pieces) - surplus) :]) if surplus > 0 else set()
+    surplus -= len(dropped)
+    if surplus > 0:
+        by_rarity = sorted(character_counts, key=lambda c: (character_counts[c], c))
+        for character in by_rarity:
+            if surplus <= 0:
+                break
+            for token in (character, SUFFIX_INDICATOR + character):
+                if token in useful and token not in dropped and surplus > 0:
+                    dropped.add(token)
+                    surplus -= 1
+    return [token for token in useful if token not in dropped]
