@@ -73,13 +73,36 @@ def max_target_lengths(source_ids, max_length_ratio, max_length_offset):
     return tf.cast(scaled, tf.int32) + max_length_offset
 
 
-def next_token_log_probs(logits):
-    """Log-softmax of `logits` `(..., V)` in float32, padding and start-of-sentence excluded."""
+def _emittable(logits):
+    """`logits` in float32 with padding and start-of-sentence set to -inf."""
     logits = tf.cast(logits, tf.float32)
     token_ids = tf.range(tf.shape(logits)[-1])
     never_emitted = (token_ids == PAD) | (token_ids == START)
-    logits = tf.where(never_emitted, tf.constant(-math.inf), logits)
-    return tf.nn.log_softmax(logits, axis=-1)
+    return tf.where(never_emitted, tf.constant(-math.inf), logits)
+
+
+def next_token_log_probs(logits):
+    """Log-softmax of `logits` `(..., V)` in float32, padding and start-of-sentence excluded."""
+    return tf.nn.log_softmax(_emittable(logits), axis=-1)
+
+
+def top_next_tokens(logits, k):
+    """The `k` most probable next tokens of each row, best first (ties: lower id first).
+
+    `log p(y) = logit(y) - logsumexp(logits)` over the tokens that can be emitted, so
+    only the `k` chosen entries are normalised; the full `(rows, V)` log-softmax is
+    never formed.
+
+    Args:
+        logits: `(rows, V)`.
+        k: int or int32 scalar tensor, at most `V`.
+
+    Returns:
+        log_probs: float32 `(rows, k)`, and ids: int32 `(rows, k)`.
+    """
+    logits = _emittable(logits)
+    values, ids = tf.math.top_k(logits, k)
+    return values - tf.reduce_logsumexp(logits, axis=-1, keepdims=True), ids
 
 
 def _validate(max_length_ratio, max_length_offset, beam_size=1, n_best=1, alpha=0.0):
@@ -92,8 +115,8 @@ def _same_structure(template, tensors):
     return tf.nest.pack_sequence_as(template, tf.nest.flatten(tensors))
 
 
-def _decode_unfinished(model, token_ids, state, memory, finished):
-    """One decoder step, computed for the unfinished rows only.
+def _decode_unfinished(model, token_ids, state, memory, finished, k):
+    """One decoder step, computed for the unfinished rows only, and its `k` best tokens.
 
     A finished hypothesis is frozen, so its logits would never be read: the rows still
     decoding are gathered, the decoder runs on them alone, and the results are
@@ -105,10 +128,11 @@ def _decode_unfinished(model, token_ids, state, memory, finished):
         state: the decoder state, a tuple of `(rows, ...)` tensors.
         memory: the dict from `encode`, `(rows, ...)` tensors.
         finished: bool `(rows,)`, with at least one False.
+        k: int, how many tokens to return per row (`min(k, V)` are).
 
     Returns:
-        log_probs: float32 `(rows, V)`, `next_token_log_probs` of the logits; 0 on
-            finished rows.
+        log_probs: float32 `(rows, k)` and ids: int32 `(rows, k)`, `top_next_tokens`
+            of the logits; 0 on finished rows.
         state: the new state of unfinished rows, the old one of finished rows.
         weights: float32 `(rows, Ts)`, the step's attention weights; 0 on finished rows.
     """
@@ -134,8 +158,8 @@ def _decode_unfinished(model, token_ids, state, memory, finished):
         state,
         _same_structure(state, new_state),
     )
-    log_probs = scatter(next_token_log_probs(logits))
-    return log_probs, new_state, scatter(tf.cast(weights, tf.float32))
+    log_probs, ids = top_next_tokens(logits, tf.minimum(k, tf.shape(logits)[-1]))
+    return scatter(log_probs), scatter(ids), new_state, scatter(tf.cast(weights, tf.float32))
 
 
 def greedy_search(
@@ -168,13 +192,12 @@ def greedy_search(
     memory, initial_state = model.encode(source_ids, training=False)
 
     def step(t, token_ids, state, finished, lengths, log_probs, tokens, weights):
-        step_log_probs, state, step_weights = _decode_unfinished(
-            model, token_ids, state, memory, finished
-        )  # (batch, V), ..., (batch, Ts)
-        best = tf.argmax(step_log_probs, axis=-1, output_type=tf.int32)
+        best_log_probs, best, state, step_weights = _decode_unfinished(
+            model, token_ids, state, memory, finished, 1
+        )  # (batch, 1), (batch, 1), ..., (batch, Ts)
         alive = ~finished
-        token_ids = tf.where(alive, best, PAD)
-        log_probs += tf.where(alive, tf.gather(step_log_probs, best, batch_dims=1), 0.0)
+        token_ids = tf.where(alive, best[:, 0], PAD)
+        log_probs += tf.where(alive, best_log_probs[:, 0], 0.0)
         lengths += tf.cast(alive, tf.int32)
         finished = finished | (token_ids == END) | (lengths >= max_lengths)
         return (
@@ -294,23 +317,29 @@ def beam_search(
         return tf.reduce_sum(tf.cast(unbeatable, tf.int32), axis=1, keepdims=True) >= n_best
 
     def step(t, token_ids, state, finished, lengths, log_probs, tokens, parents, weights):
-        step_log_probs, new_state, step_weights = _decode_unfinished(
-            model, token_ids, state, memory, tf.reshape(finished, [-1])
+        # The beam_size best continuations of a sentence are among the beam_size best
+        # tokens of each of its hypotheses (log P and lp are the same along a row).
+        top_log_probs, top_ids, new_state, step_weights = _decode_unfinished(
+            model, token_ids, state, memory, tf.reshape(finished, [-1]), beam_size
         )
-        vocab_size = tf.shape(step_log_probs)[-1]
-        step_log_probs = tf.reshape(step_log_probs, [batch_size, beam_size, vocab_size])
+        k = tf.shape(top_ids)[-1]  # beam_size, or V if smaller
+        top_log_probs = tf.reshape(top_log_probs, [batch_size, beam_size, k])
+        top_ids = tf.reshape(top_ids, [batch_size, beam_size, k])
         # A finished beam's only candidate is itself followed by padding, log P kept.
-        frozen = tf.where(tf.range(vocab_size) == PAD, 0.0, -math.inf)  # (V,)
-        extension = tf.where(finished[:, :, None], frozen, step_log_probs)
-        candidate_log_probs = log_probs[:, :, None] + extension  # (batch, beam, V)
+        frozen = tf.where(tf.range(k) == 0, 0.0, -math.inf)  # (k,)
+        extension = tf.where(finished[:, :, None], frozen, top_log_probs)
+        extension_ids = tf.where(finished[:, :, None], PAD, top_ids)
+        candidate_log_probs = log_probs[:, :, None] + extension  # (batch, beam, k)
         candidate_lengths = lengths + tf.cast(~finished, tf.int32)  # (batch, beam)
         candidate_scores = candidate_log_probs / length_penalty(candidate_lengths, alpha)[
             :, :, None
         ]
-        flat_size = beam_size * vocab_size
+        flat_size = beam_size * k
         _, best = tf.math.top_k(tf.reshape(candidate_scores, [batch_size, flat_size]), beam_size)
-        beam_parents = best // vocab_size  # (batch, beam)
-        token_ids = best % vocab_size
+        beam_parents = best // k  # (batch, beam)
+        token_ids = tf.gather(
+            tf.reshape(extension_ids, [batch_size, flat_size]), best, batch_dims=1
+        )
         log_probs = tf.gather(
             tf.reshape(candidate_log_probs, [batch_size, flat_size]), best, batch_dims=1
         )

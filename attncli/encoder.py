@@ -91,16 +91,17 @@ class Encoder(keras.layers.Layer):
             if index > 0:
                 outputs = self.dropout_layer(outputs, training=training)
             cells = [self.forward_cells[index]]
-            projected = [cells[0].project_inputs(outputs)]
             if self.bidirectional:
                 cells.append(self.backward_cells[index])
+            projected = recurrent.project_tokens(cells, outputs, source_mask)
+            if self.bidirectional:
                 # The backward cell reads each sequence's real steps last to first;
                 # its padding stays at the end, where it changes nothing.
-                projected.append(tf.reverse_sequence(
-                    cells[1].project_inputs(outputs), lengths, seq_axis=1, batch_axis=0
-                ))
+                projected[1] = tf.reverse_sequence(
+                    projected[1], lengths, seq_axis=1, batch_axis=0
+                )
             initial = [cell.initial_state(batch_size) for cell in cells]
-            states = recurrent.run(cells, projected, initial)
+            states = recurrent.run(cells, projected, initial, lengths=lengths)
             finals = [
                 recurrent.final_state(s, lengths, i) for s, i in zip(states, initial)
             ]

@@ -173,7 +173,33 @@ def make_cell(kind, units, name):
     return cells[kind](units, name=name)
 
 
-def run(cells, projected_inputs, initial_states):
+def project_tokens(cells, inputs, mask):
+    """Every cell's `project_inputs(inputs)` at the real positions, in one product.
+
+    Padding positions are left out of the product (their projections are 0): the
+    real tokens are packed, multiplied by the cells' kernels side by side and
+    scattered back.
+
+    Args:
+        cells: list of cells reading the same `inputs`.
+        inputs: `(batch_size, T, d)`.
+        mask: boolean `(batch_size, T)`, True at real positions.
+
+    Returns:
+        list, per cell, of `(batch_size, T, gates * units)`.
+    """
+    positions = tf.where(mask)
+    # packed: tokens x d
+    packed = tf.gather_nd(inputs, positions)
+    kernel = tf.concat([cell.kernel.value for cell in cells], axis=1)
+    bias = tf.concat([cell.bias.value for cell in cells], axis=0)
+    projected = tf.matmul(packed, kernel) + bias
+    shape = tf.concat([tf.shape(mask, out_type="int64"), tf.shape(bias, out_type="int64")], 0)
+    projected = tf.scatter_nd(positions, projected, shape)
+    return tf.split(projected, len(cells), axis=-1)
+
+
+def run(cells, projected_inputs, initial_states, lengths=None):
     """Run cells of one kind side by side over time, in a single graph loop.
 
     Several cells (the two directions of a bidirectional layer) share the loop: their
@@ -182,14 +208,20 @@ def run(cells, projected_inputs, initial_states):
     sequences the padding comes after every real step, and `final_state` picks the
     state of each sequence's last real step.
 
+    With `lengths`, step `t` updates only the rows up to the last one still running
+    (`length > t`); the rows after it keep their state. Whatever the order this is
+    exact; with rows sorted by decreasing length it skips all of the padding.
+
     Args:
         cells: list of `GRUCell` or `LSTMCell` of the same class and units.
         projected_inputs: list, per cell, of `(batch_size, T, gates * units)`.
         initial_states: list, per cell, of state tuples.
+        lengths: int `(batch_size,)` or None, the real steps of each row.
 
     Returns:
         list, per cell, of the states after every step: a tuple with one
         `(batch_size, T, units)` tensor per state (the first, `h`, is the output).
+        Past a row's length its values are unspecified.
     """
     kind = type(cells[0])
     if len(cells) == 1:
@@ -208,10 +240,30 @@ def run(cells, projected_inputs, initial_states):
         inputs = tf.transpose(tf.stack(projected_inputs), (2, 0, 1, 3))
         initializer = tuple(tf.stack(states) for states in zip(*initial_states))
 
-    def scan_step(states, gates_x):
-        return kind.transition(gates_x, states, *weights)[1]
+    if lengths is None:
 
-    states = tf.scan(scan_step, inputs, initializer=initializer)
+        def scan_step(states, gates_x):
+            return kind.transition(gates_x, states, *weights)[1]
+
+        states = tf.scan(scan_step, inputs, initializer=initializer)
+    else:
+        steps = tf.range(tf.shape(inputs)[0])
+        rows = tf.range(1, tf.shape(lengths)[0] + 1)
+        # running: T, the number of leading rows step t must update
+        running = tf.reduce_max(
+            tf.where(lengths[None, :] > steps[:, None], rows[None, :], 0), axis=1
+        )
+
+        def scan_step(states, elems):
+            gates_x, n = elems
+            # the batch is the second-to-last axis of inputs and states
+            head = tuple(state[..., :n, :] for state in states)
+            _, head = kind.transition(gates_x[..., :n, :], head, *weights)
+            return tuple(
+                tf.concat([new, state[..., n:, :]], axis=-2) for new, state in zip(head, states)
+            )
+
+        states = tf.scan(scan_step, (inputs, running), initializer=initializer)
     if len(cells) == 1:
         return [tuple(tf.transpose(s, (1, 0, 2)) for s in states)]
     return [

@@ -96,6 +96,21 @@ def smoothed_cross_entropy(logits, labels, label_smoothing=0.0):
     return loss
 
 
+def longest_source_first(inputs, target_out):
+    """The batch's rows reordered by decreasing source length.
+
+    The loss is a sum over rows, so their order does not change it; in this order
+    the encoder's loop updates only the rows still running and skips the padding.
+    """
+    source_ids, target_in_ids = inputs
+    lengths = tf.reduce_sum(tf.cast(tf.not_equal(source_ids, 0), "int32"), axis=1)
+    order = tf.argsort(lengths, direction="DESCENDING", stable=True)
+    return (
+        (tf.gather(source_ids, order), tf.gather(target_in_ids, order)),
+        tf.gather(target_out, order),
+    )
+
+
 def sequence_loss(model, inputs, target_out, label_smoothing=0.0, training=False,
                   logits_on="tokens", stepwise=False):
     """Mean smoothed cross-entropy over the non-pad target tokens.
@@ -113,6 +128,7 @@ def sequence_loss(model, inputs, target_out, label_smoothing=0.0, training=False
         `(loss, tokens)`: the mean loss (float32 scalar) and the number of non-pad
         target tokens (int32 scalar).
     """
+    inputs, target_out = longest_source_first(inputs, target_out)
     features, _ = model.features(inputs, training=training, stepwise=stepwise)
     mask = tf.not_equal(target_out, 0)
     tokens = tf.reduce_sum(tf.cast(mask, "int32"))
@@ -141,8 +157,8 @@ def make_train_step(model, optimizer, config=None):
     Args:
         model: a `Seq2Seq` (built at construction).
         optimizer: e.g. `make_optimizer(config)`.
-        config: a `TrainingConfig`; its `label_smoothing`, `logits_on` and
-            `jit_compile` are used. Defaults to `TrainingConfig()`.
+        config: a `TrainingConfig`; its `label_smoothing` and `logits_on` are
+            used. Defaults to `TrainingConfig()`.
 
     Returns:
         `train_step(inputs, target_out) -> {"loss", "tokens"}`, a `tf.function`
@@ -153,7 +169,7 @@ def make_train_step(model, optimizer, config=None):
     variables = model.trainable_variables
     optimizer.build(variables)
 
-    @tf.function(input_signature=_BATCH_SIGNATURE, jit_compile=config.jit_compile)
+    @tf.function(input_signature=_BATCH_SIGNATURE)
     def train_step(inputs, target_out):
         with tf.GradientTape() as tape:
             loss, tokens = sequence_loss(
@@ -171,7 +187,7 @@ def make_eval_step(model, config=None):
     """A compiled step returning `{"loss", "tokens"}` without updating anything."""
     config = config or TrainingConfig()
 
-    @tf.function(input_signature=_BATCH_SIGNATURE, jit_compile=config.jit_compile)
+    @tf.function(input_signature=_BATCH_SIGNATURE)
     def eval_step(inputs, target_out):
         loss, tokens = sequence_loss(
             model, inputs, target_out, config.label_smoothing, training=False,

@@ -38,8 +38,16 @@ class Translation(NamedTuple):
 class Translator:
     """Translates strings with `model`: tokenize, look up ids, search, detokenize.
 
-    Everything from strings to strings runs in one TensorFlow graph (`translate_graph`),
-    which `attncli.saving.export_saved_model` exports unchanged.
+    Everything from strings to strings runs in one TensorFlow graph, `translate_graph`,
+    which `attncli.saving.export_saved_model` exports. `translate_graph(texts)` takes a
+    string tensor `(batch,)` and returns a dict:
+
+    - `translations`: strings `(batch, n)`, best first (`n` is the search's `n_best`).
+    - `scores`: float32 `(batch, n)`, `log P / lp`.
+    - `source_tokens`: ragged strings `(batch, None)`, the tokens the model read.
+    - `target_tokens`: ragged strings `(batch, n, None)`, `[END]` last when emitted.
+    - `weights`: float32 `(batch, n, T, Ts)`, attention per emitted token (see
+      `attncli.decoding.Hypotheses`).
 
     Args:
         model: an encoder-decoder with `encode` / `decode_step` (`attncli.model.Seq2Seq`).

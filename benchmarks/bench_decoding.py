@@ -17,15 +17,16 @@ stop early; speed is the measure here, not quality:
   the model on one token, eagerly (it breaks once every sentence has ended), and the same
   loop inside `tf.function` (unrolled 50 times, no early exit, as in the tutorial).
 
-Every function is traced and run once on the first batch before it is timed. All timings
-come from one process, one after the other, so their ratios are comparable even on a
-shared machine.
+Every function is traced and run once on the first batch before it is timed; then each
+batch goes to every function in turn, so the ratios of the timings, taken in one process,
+hold even on a shared machine whose load changes.
 
-    python benchmarks/bench_decoding.py [--train-steps 500] [--sentences 2000]
+    python -m benchmarks.bench_decoding [--train-steps 500] [--sentences 2000]
 """
 
 import argparse
 import contextlib
+import functools
 import os
 import sys
 import time
@@ -36,8 +37,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from attncli.decoding import compile_search  # noqa: E402
 from attncli.model import Seq2Seq  # noqa: E402
@@ -166,13 +165,29 @@ def train(model, dataset, steps, weights_path):
     model.save_weights(str(weights_path))
 
 
-def sentences_per_second(function, source_batches):
-    """Warm up on the first batch, then time every batch; also returns the outputs."""
-    function(source_batches[0])
-    start = time.perf_counter()
-    outputs = [function(source_ids) for source_ids in source_batches]
-    elapsed = time.perf_counter() - start
-    return sum(int(ids.shape[0]) for ids in source_batches) / elapsed, outputs
+def time_interleaved(functions, source_batches):
+    """Seconds each function spends on all batches, and its outputs.
+
+    Each function is warmed up (traced) on the first batch; then every batch is given to
+    each function in turn, so a change in the machine's load falls on all of them alike.
+    """
+    for label, function in functions.items():
+        print(f"tracing: {label} ...", file=sys.stderr)
+        function(source_batches[0])
+    seconds = dict.fromkeys(functions, 0.0)
+    outputs = {label: [] for label in functions}
+    for source_ids in source_batches:
+        for label, function in functions.items():
+            start = time.perf_counter()
+            token_ids = function(source_ids).numpy()
+            seconds[label] += time.perf_counter() - start
+            outputs[label].append(token_ids)
+    return seconds, outputs
+
+
+def best_token_ids(search, source_ids):
+    """The token ids `(batch, T)` of the best hypothesis of `compile_search`'s search."""
+    return search(source_ids).token_ids[:, 0, :]
 
 
 def output_lengths(token_ids):
@@ -181,7 +196,7 @@ def output_lengths(token_ids):
     The tutorial's loop writes padding in place of end-of-sentence; attncli's searches
     write end-of-sentence then padding.
     """
-    ids = token_ids.numpy()
+    ids = token_ids
     ended = (ids == END) | (ids == PAD)
     first_end = np.where(ended.any(axis=1), ended.argmax(axis=1) + 1, ids.shape[1])
     return first_end
@@ -243,25 +258,26 @@ def main():
         weights_path = args.cache / f"{name}-{args.train_steps}.weights.h5"
         train(model, dataset, args.train_steps, weights_path)
 
+    def tutorial_loop(source_ids):
+        return tutorial_greedy(tutorial, source_ids)
+
     searches = {
-        "tutorial loop, eager": lambda ids: tutorial_greedy(tutorial, ids),
+        "tutorial loop, eager": tutorial_loop,
         "tutorial loop, tf.function": tf.function(
-            lambda ids: tutorial_greedy(tutorial, ids),
-            input_signature=[tf.TensorSpec([None, None], tf.int32)],
+            tutorial_loop, input_signature=[tf.TensorSpec([None, None], tf.int32)]
         ),
     }
     length_settings = dict(max_length_ratio=0.0, max_length_offset=MAX_LENGTH)
     for beam_size in (1, 5):
         search = compile_search(ours, beam_size=beam_size, n_best=1, alpha=0.6, **length_settings)
         label = "attncli greedy" if beam_size == 1 else f"attncli beam {beam_size}"
-        searches[label] = lambda ids, search=search: search(ids).token_ids[:, 0, :]
+        searches[label] = functools.partial(best_token_ids, search)
 
+    seconds, outputs = time_interleaved(searches, source_batches)
     rows = []
-    for label, function in searches.items():
-        print(f"decoding: {label} ...", file=sys.stderr)
-        speed, outputs = sentences_per_second(function, source_batches)
-        lengths = np.concatenate([output_lengths(ids) for ids in outputs])
-        rows.append((label, speed, lengths.mean()))
+    for label in searches:
+        lengths = np.concatenate([output_lengths(ids) for ids in outputs[label]])
+        rows.append((label, len(valid_pairs) / seconds[label], lengths.mean()))
 
     eager = rows[0][1]
     compiled = rows[1][1]

@@ -12,13 +12,11 @@ the peak resident memory sampled while each model trained.
 """
 
 import argparse
-import collections
 import os
-import re
+import subprocess
 import sys
-import threading
+import tempfile
 import time
-import unicodedata
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -29,55 +27,28 @@ import keras  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from attncli.corpora import read_tsv, split_corpus  # noqa: E402
 from attncli.model import Seq2Seq  # noqa: E402
 from attncli.model_config import ModelConfig  # noqa: E402
+from attncli.pipeline import make_dataset  # noqa: E402
+from attncli.tokenization import TUTORIAL_NORMALIZATION, Tokenizer  # noqa: E402
 from attncli.training import make_optimizer, make_train_step  # noqa: E402
 from attncli.training_config import TrainingConfig  # noqa: E402
 
-PAD, UNK, BOS, EOS = 0, 1, 2, 3
-
-
 # ---------------------------------------------------------------- data
-def tutorial_tokens(text):
-    """The tutorial's `tf_lower_and_split_punct`: NFKD, lower, keep `a-z .?!,¿`."""
-    text = unicodedata.normalize("NFKD", text).lower()
-    text = re.sub(r"[^ a-z.?!,¿]", "", text)
-    text = re.sub(r"([.?!,¿])", r" \1 ", text)
-    return text.split()
-
-
-def load_batches(path, vocab_size, batch_size, num_batches, seed):
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
-    order = np.random.default_rng(0).permutation(len(lines))
-    train = [lines[i].split("\t") for i in order[:-2000]]
-    # spa.txt is "english<TAB>spanish"; we translate Spanish -> English.
-    pairs = [(tutorial_tokens(spa), tutorial_tokens(eng)) for eng, spa, *_ in train]
-
-    def vocabulary(side):
-        counts = collections.Counter(token for pair in pairs for token in pair[side])
-        words = [word for word, _ in counts.most_common(vocab_size - 4)]
-        return {word: index + 4 for index, word in enumerate(words)}
-
-    source_vocab, target_vocab = vocabulary(0), vocabulary(1)
-    picked = np.random.default_rng(seed).permutation(len(pairs))[: batch_size * num_batches]
-    batches = []
-    for start in range(0, len(picked), batch_size):
-        chunk = [pairs[i] for i in picked[start : start + batch_size]]
-        source = [[source_vocab.get(t, UNK) for t in s] for s, _ in chunk]
-        target = [[target_vocab.get(t, UNK) for t in t_] for _, t_ in chunk]
-        source_ids = pad([s for s in source])
-        target_in = pad([[BOS] + t for t in target])
-        target_out = pad([t + [EOS] for t in target])
-        batches.append(((source_ids, target_in), target_out))
-    return batches
-
-
-def pad(sequences):
-    width = max(len(s) for s in sequences)
-    array = np.zeros((len(sequences), width), dtype=np.int32)
-    for row, sequence in enumerate(sequences):
-        array[row, : len(sequence)] = sequence
-    return tf.constant(array)
+def load_batches(path, vocab_size, batch_size, num_batches, bucketing):
+    """Training batches of Spanish -> English, split and tokenised as BENCHMARKS.md says."""
+    corpus = read_tsv(path, source_column=1, target_column=0)
+    train = split_corpus(corpus, valid=2000, seed=0).train
+    tokenizers = []
+    for texts in (train.sources, train.targets):
+        tokenizer = Tokenizer("word", **TUTORIAL_NORMALIZATION)
+        vocabulary = tokenizer.build_vocabulary(texts, max_size=vocab_size)
+        tokenizers.append(tokenizer.with_vocabulary(vocabulary))
+    dataset = make_dataset(
+        train, *tokenizers, batch_size=batch_size, bucketing=bucketing, seed=1
+    )
+    return list(dataset.take(num_batches))
 
 
 # ---------------------------------------------------------------- baseline
@@ -132,37 +103,6 @@ def baseline_step(model, optimizer):
 
 
 # ---------------------------------------------------------------- measuring
-class PeakRSS:
-    """Samples this process's resident set size (VmRSS) every 20 ms."""
-
-    def __init__(self):
-        self.peak = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    @staticmethod
-    def current():
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-        return 0
-
-    def _run(self):
-        while not self._stop.is_set():
-            self.peak = max(self.peak, self.current())
-            time.sleep(0.02)
-
-    def __enter__(self):
-        self.peak = self.current()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-
-
 def matmul_gflops():
     """Best float32 matmul rate over square sizes 256..1024 (GFLOP/s)."""
     best = 0.0
@@ -200,38 +140,80 @@ def useful_flops(batch, config, cell_gates=3):
     return 6.0 * macs
 
 
-def measure(steps, batches, warmup, timed, rounds):
-    """Round-robin timing; returns {name: (tokens/s, peak rss)}."""
+def measure(steps, batches, warmup, repeats):
+    """Per batch, every model in turn, `repeats` times; the fastest of the repeats counts.
+
+    Other processes on a shared machine only ever slow a step down, so the minimum
+    over repeats of the same step is the least noisy estimate of its cost, and
+    interleaving the models batch by batch exposes them all to the same load.
+    Returns `{name: (tokens/s from the minima, tokens/s from all runs)}`.
+    """
     names = list(steps)
     for name in names:
-        with PeakRSS():
-            for batch in batches[:warmup]:
-                steps[name](*batch)["loss"].numpy()
-    tokens = {name: 0 for name in names}
-    seconds = {name: 0.0 for name in names}
-    peaks = {name: 0 for name in names}
-    chunk = batches[warmup : warmup + timed]
-    per_round = max(1, len(chunk) // rounds)
-    for index in range(rounds):
-        part = chunk[index * per_round : (index + 1) * per_round]
-        for name in names:
-            with PeakRSS() as rss:
+        for batch in batches[:warmup]:
+            steps[name](*batch)["loss"].numpy()
+    best = {name: 0.0 for name in names}
+    total = {name: 0.0 for name in names}
+    tokens = 0
+    for index, batch in enumerate(batches[warmup:]):
+        tokens += int(np.sum(batch[1].numpy() != 0))
+        turn = names[index % len(names):] + names[: index % len(names)]
+        times = {name: [] for name in names}
+        for _ in range(repeats):
+            for name in turn:
                 start = time.perf_counter()
-                count = 0
-                for batch in part:
-                    count += int(steps[name](*batch)["tokens"])
-                seconds[name] += time.perf_counter() - start
-            tokens[name] += count
-            peaks[name] = max(peaks[name], rss.peak)
-    return {name: (tokens[name] / seconds[name], peaks[name]) for name in names}
+                steps[name](*batch)["loss"].numpy()
+                times[name].append(time.perf_counter() - start)
+        for name in names:
+            best[name] += min(times[name])
+            total[name] += sum(times[name]) / repeats
+    return {name: (tokens / best[name], tokens / total[name]) for name in names}
 
 
+def peak_memory(name, batches_file):
+    """Peak RSS (ru_maxrss) of a child process that builds and trains only `name`.
+
+    The child reads the batches from `batches_file`, so the corpus and tokenizers
+    are not part of its peak.
+    """
+    command = [sys.executable, __file__, "--memory-of", name, "--batches-file", batches_file]
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(child.pid, 0)
+    if status != 0:
+        raise RuntimeError(f"the memory run of {name} failed with status {status}")
+    return usage.ru_maxrss * 1024
+
+
+BASELINE = "TF tutorial (Keras built-ins)"
+UNITS = 256
+VOCAB_SIZE = 5000
+BATCH_SIZE = 64
+MEMORY_STEPS = 30  # steps each memory child trains
+# name -> (ModelConfig options, TrainingConfig options); no label smoothing and no
+# clipping, as the baseline has neither.
 VARIANTS = {
-    "luong general": dict(decoder="luong", score="general"),
-    "luong dot": dict(decoder="luong", score="dot"),
-    "luong general, input feeding": dict(decoder="luong", score="general", input_feeding=True),
-    "bahdanau additive": dict(decoder="bahdanau", score="additive"),
+    "luong general": (dict(decoder="luong", score="general"), {}),
+    "luong general, logits on all": (dict(decoder="luong", score="general"),
+                                     dict(logits_on="all")),
+    "luong general, input feeding": (dict(decoder="luong", score="general",
+                                          input_feeding=True), {}),
+    "bahdanau additive": (dict(decoder="bahdanau", score="additive"), {}),
 }
+
+
+def build(name, example):
+    """`(train_step, parameter count, ModelConfig)` of the baseline or a variant."""
+    if name == BASELINE:
+        model = TutorialTranslator(VOCAB_SIZE, UNITS)
+        model(example)
+        config = ModelConfig(VOCAB_SIZE, VOCAB_SIZE, decoder="luong", score="general")
+        return baseline_step(model, keras.optimizers.Adam(1e-3)), model.count_params(), config
+    options, training_options = VARIANTS[name]
+    config = ModelConfig(VOCAB_SIZE, VOCAB_SIZE, embedding_dim=UNITS, units=UNITS, **options)
+    training_config = TrainingConfig(label_smoothing=0.0, clip_norm=None, **training_options)
+    model = Seq2Seq(config)
+    step = make_train_step(model, make_optimizer(training_config), training_config)
+    return step, model.count_params(), config
 
 
 def main():
@@ -241,63 +223,63 @@ def main():
     )
     parser.add_argument("--data", default=str(Path(shared) / "spa-eng" / "spa.txt"),
                         help="spa.txt of the Tatoeba Spanish-English corpus")
-    parser.add_argument("--warmup", type=int, default=50)
-    parser.add_argument("--steps", type=int, default=150)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--variants", default="luong general,bahdanau additive",
-                        help=f"comma-separated, from: {', '.join(VARIANTS)}")
-    parser.add_argument("--also-logits-all", action="store_true",
-                        help="also time luong general with logits on every position")
-    parser.add_argument("--also-xla", action="store_true",
-                        help="also time luong general compiled with XLA (logits on all)")
+    parser.add_argument("--warmup", type=int, default=50, help="untimed steps per model")
+    parser.add_argument("--steps", type=int, default=100, help="timed batches")
+    parser.add_argument("--repeats", type=int, default=2,
+                        help="runs of each timed step per model; the fastest counts")
+    parser.add_argument("--variants", default=";".join(VARIANTS),
+                        help=f"separated by ;, from: {'; '.join(VARIANTS)}")
+    parser.add_argument("--bucketing", action="store_true",
+                        help="batch sentences of similar lengths (default: random batches)")
+    parser.add_argument("--memory-of", help=argparse.SUPPRESS)
+    parser.add_argument("--batches-file", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
-    vocab_size, units, batch_size = 5000, 256, 64
-    batches = load_batches(args.data, vocab_size, batch_size, args.warmup + args.steps, seed=1)
     keras.utils.set_random_seed(0)
+    if args.memory_of:
+        with np.load(args.batches_file) as arrays:
+            batches = [((tf.constant(arrays[f"s{i}"]), tf.constant(arrays[f"i{i}"])),
+                        tf.constant(arrays[f"o{i}"])) for i in range(len(arrays.files) // 3)]
+        step = build(args.memory_of, batches[0][0])[0]
+        for batch in batches:
+            step(*batch)["loss"].numpy()
+        return
+    batches = load_batches(args.data, VOCAB_SIZE, BATCH_SIZE, args.warmup + args.steps,
+                           args.bucketing)
+    names = [BASELINE] + args.variants.split(";")
     print("measuring the matmul ceiling ...", file=sys.stderr)
     gflops = matmul_gflops()
-
-    steps, configs, params = {}, {}, {}
-    baseline = TutorialTranslator(vocab_size, units)
-    baseline(batches[0][0])
-    steps["baseline (TF tutorial)"] = baseline_step(baseline, keras.optimizers.Adam(1e-3))
-    params["baseline (TF tutorial)"] = baseline.count_params()
-    configs["baseline (TF tutorial)"] = None
-    variants = [
-        (name, VARIANTS[name], TrainingConfig(label_smoothing=0.0, clip_norm=None))
-        for name in args.variants.split(",")
-    ]
-    if args.also_logits_all:
-        variants.append(("luong general, logits on all", VARIANTS["luong dot"],
-                         TrainingConfig(label_smoothing=0.0, clip_norm=None, logits_on="all")))
-    if args.also_xla:
-        variants.append(("luong general, XLA", VARIANTS["luong dot"],
-                         TrainingConfig(label_smoothing=0.0, clip_norm=None, logits_on="all",
-                                        jit_compile=True)))
-    for name, options, training_config in variants:
-        config = ModelConfig(vocab_size, vocab_size, embedding_dim=units, units=units, **options)
-        model = Seq2Seq(config)
-        steps[name] = make_train_step(model, make_optimizer(training_config), training_config)
-        params[name] = model.count_params()
-        configs[name] = config
-
-    results = measure(steps, batches, args.warmup, args.steps, args.rounds)
-    base_rate = results["baseline (TF tutorial)"][0]
+    built = {name: build(name, batches[0][0]) for name in names}
+    print("timing ...", file=sys.stderr)
+    results = measure({name: built[name][0] for name in names}, batches, args.warmup,
+                      args.repeats)
+    print("peak memory, one child process per model ...", file=sys.stderr)
+    with tempfile.TemporaryDirectory() as directory:
+        batches_file = str(Path(directory) / "batches.npz")
+        np.savez(batches_file, **{
+            f"{key}{index}": tensor.numpy()
+            for index, ((source, target_in), target_out) in enumerate(batches[:MEMORY_STEPS])
+            for key, tensor in (("s", source), ("i", target_in), ("o", target_out))
+        })
+        memory = {name: peak_memory(name, batches_file) for name in names}
     timed = batches[args.warmup :]
-    total_tokens = sum(int(np.sum(b[1].numpy() != 0)) for b in timed)
-    print(f"matmul ceiling {gflops:.0f} GFLOP/s; {len(timed)} timed batches of {batch_size}, "
-          f"{total_tokens} target tokens; warmup {args.warmup} steps")
-    print(f"| model | params | target tokens/s | vs baseline | MFLOP/token | "
-          f"ceiling tokens/s | of ceiling | peak RSS |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    for name, (rate, peak) in results.items():
-        config = configs[name] or ModelConfig(vocab_size, vocab_size)
-        flops = sum(useful_flops(b, config) for b in timed) / total_tokens
-        ceiling = gflops * 1e9 / flops
-        print(f"| {name} | {params[name] / 1e6:.2f} M | {rate:,.0f} | {rate / base_rate:.2f}x | "
-              f"{flops / 1e6:.1f} | {ceiling:,.0f} | {rate / ceiling:.0%} | "
-              f"{peak / 2**30:.2f} GB |")
+    tokens = sum(int(np.sum(b[1].numpy() != 0)) for b in timed)
+    slots = sum(int(np.prod(b[1].shape)) for b in timed)
+    flops = sum(useful_flops(b, built[BASELINE][2]) for b in timed) / tokens
+    ceiling = gflops * 1e9 / flops
+    base_rate = results[BASELINE][0]
+    print(f"{len(timed)} timed batches of {BATCH_SIZE} ({'bucketed' if args.bucketing else 'random'}"
+          f"), {tokens} target tokens, {1 - tokens / slots:.0%} of target slots padding; "
+          f"warmup {args.warmup} steps; fastest of {args.repeats} runs per step")
+    print(f"matmul ceiling {gflops:.0f} GFLOP/s; useful work {flops / 1e6:.1f} MFLOP per "
+          f"target token -> ceiling {ceiling:,.0f} target tokens/s")
+    print("| model | params | target tokens/s | vs baseline | of ceiling "
+          "| tokens/s (mean of runs) | peak RSS |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for name in names:
+        rate, mean_rate = results[name]
+        print(f"| {name} | {built[name][1] / 1e6:.2f} M | {rate:,.0f} | {rate / base_rate:.2f}x "
+              f"| {rate / ceiling:.0%} | {mean_rate:,.0f} | {memory[name] / 2**30:.2f} GB |")
 
 
 if __name__ == "__main__":

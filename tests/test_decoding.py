@@ -134,6 +134,23 @@ def test_padding_and_start_are_never_emitted():
     np.testing.assert_allclose(np.exp(log_probs).sum(), 1.0, rtol=1e-6)
 
 
+def test_top_next_tokens_match_a_numpy_log_softmax():
+    logits = np.random.default_rng(0).normal(size=(3, 9)).astype(np.float32)
+    log_probs, ids = decoding.top_next_tokens(tf.constant(logits), 4)
+    masked = logits.astype(np.float64)
+    masked[:, [PAD, START]] = -np.inf
+    shift = masked.max(axis=1, keepdims=True)
+    reference = masked - shift - np.log(np.exp(masked - shift).sum(axis=1, keepdims=True))
+    expected_ids = np.argsort(-reference, axis=1)[:, :4]
+    np.testing.assert_array_equal(ids, expected_ids)
+    np.testing.assert_allclose(
+        log_probs, np.take_along_axis(reference, expected_ids, axis=1), rtol=1e-5
+    )
+    np.testing.assert_allclose(
+        decoding.next_token_log_probs(tf.constant(logits)), reference, rtol=1e-5
+    )
+
+
 @pytest.mark.parametrize("alpha", [0.0, 0.6, 1.5])
 def test_exhaustive_beam_finds_the_brute_force_n_best(alpha):
     double = HistoryDecoder(seed=1)

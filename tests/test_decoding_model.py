@@ -12,7 +12,9 @@ from attncli.vocabulary import PAD, START
 
 CONFIGS = {
     "luong-input-feeding": dict(decoder="luong", score="dot", input_feeding=True),
-    "bahdanau-lstm": dict(decoder="bahdanau", score="dot", cell="lstm"),
+    "luong-local-p": dict(decoder="luong", score="general", alignment="local-p", window=2),
+    "luong-local-m": dict(decoder="luong", score="concat", alignment="local-m", window=2),
+    "bahdanau-lstm": dict(decoder="bahdanau", score="additive", cell="lstm"),
 }
 
 # Source sentences of different lengths: each is padded differently in the batch.
