@@ -35,6 +35,8 @@ def length_bands(max_length: int, growth: float = 1.1) -> list[int]:
     """
     if max_length < 1:
         raise DataError(f"max_length must be at least 1, got {max_length}")
+    if growth <= 1:
+        raise DataError(f"band growth must be above 1, got {growth}")
     bands, upper = [], 1
     while upper < max_length:
         bands.append(upper)
@@ -135,6 +137,7 @@ def make_dataset(
     tokens_per_batch: int | None = None,
     max_length: int | None = 50,
     bucketing: bool = True,
+    band_growth: float = 1.1,
     shuffle: bool = True,
     seed: int = 0,
     source_end: bool = False,
@@ -154,6 +157,11 @@ def make_dataset(
         max_length: drop pairs whose source ids or `target_out` ids are longer. `None`
             keeps every pair (evaluation). Defaults to 50.
         bucketing: batch pairs of similar lengths together. Defaults to `True`.
+        band_growth: width of the length bands as a share of their length (see
+            `length_bands`): wider bands leave more padding but fill more batches
+            completely (each pair of bands ends an epoch with one partial batch). On
+            Multi30k, 1.1 gives 2.5% padding and 50 sentences per 64-sentence batch on
+            average, 1.2 gives 6% and 57. Defaults to 1.1.
         shuffle: reshuffle pairs and batches each epoch, seeded by `seed`. Defaults to
             `True`. With `shuffle=False, bucketing=False` batches keep the corpus order.
         seed: seed of the shuffles; epoch k of any run with this seed is the same.
@@ -213,7 +221,11 @@ def make_dataset(
     # Each epoch: one random seed from `seed` and the epoch number.
     epoch_seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
     batcher = _Batcher(
-        length_bands(max_length or _LONGEST_BAND), batch_size, tokens_per_batch, bucketing, shuffle
+        length_bands(max_length or _LONGEST_BAND, band_growth),
+        batch_size,
+        tokens_per_batch,
+        bucketing,
+        shuffle,
     )
     batches = tf.data.Dataset.zip(encoded, epoch_seeds).map(batcher)
     batches = batches.flat_map(_slices)
