@@ -300,28 +300,22 @@ def _fit_wordpieces(learned, character_counts, continuing, max_size) -> list[str
     of their own here). This drops those useless `##c`, then the last multi-character
     pieces, and only if the characters alone do not fit, the rarest characters.
     """
-    def is_character(token):
-        return token in character_counts or (
-            token.startswith(SUFFIX_INDICATOR) and token[len(SUFFIX_INDICATOR):] in continuing
-        )
+    def continued(token):  # "c" for the continuation "##c" of a character, else None
+        rest = token[len(SUFFIX_INDICATOR) :]
+        return rest if token.startswith(SUFFIX_INDICATOR) and rest in character_counts else None
 
-    useful = [
-        token for token in learned
-        if not token.startswith(SUFFIX_INDICATOR)
-        or token[len(SUFFIX_INDICATOR):] in continuing
-        or token[len(SUFFIX_INDICATOR):] not in character_counts
-    ]
+    wanted = continuing | {None}
+    useful = [token for token in learned if continued(token) in wanted]
+    characters = {token for token in useful if token in character_counts or continued(token)}
+    protected = characters | set(RESERVED_TOKENS)
+    pieces = [token for token in useful if token not in protected]
     surplus = len(useful) - max_size
-    pieces = [token for token in useful if token not in RESERVED_TOKENS and not is_character(token)]
     dropped = set(pieces[max(0, len(pieces) - surplus) :]) if surplus > 0 else set()
     surplus -= len(dropped)
-    if surplus > 0:
-        by_rarity = sorted(character_counts, key=lambda c: (character_counts[c], c))
-        for character in by_rarity:
-            if surplus <= 0:
-                break
-            for token in (character, SUFFIX_INDICATOR + character):
-                if token in useful and token not in dropped and surplus > 0:
-                    dropped.add(token)
-                    surplus -= 1
+    by_rarity = sorted(character_counts, key=lambda c: (character_counts[c], c))
+    for character in by_rarity:
+        for token in (character, SUFFIX_INDICATOR + character):
+            if surplus > 0 and token in characters:
+                dropped.add(token)
+                surplus -= 1
     return [token for token in useful if token not in dropped]
