@@ -128,6 +128,10 @@ class Corpus:
             [self.sources[i] for i in indices], [self.targets[i] for i in indices], self.report
         )
 
+    def head(self, n: int) -> Corpus:
+        """The first `n` pairs."""
+        return Corpus(self.sources[:n], self.targets[:n], self.report)
+
     def references(self) -> tuple[list[str], list[list[str]]]:
         """Unique sources in order of first appearance, each with all of its targets.
 
