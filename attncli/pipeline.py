@@ -1,8 +1,9 @@
 """The tf.data input pipeline: text pairs in, padded int32 batches of ids out.
 
 Stages: encode in chunks (vectorised tensorflow-text ops, in parallel) → drop pairs
-longer than `max_length` → cache → shuffle with a seed → bucket by length → pad → count →
-prefetch.
+longer than `max_length` → keep the ids in memory (`encode_pairs`, once per corpus); then
+each epoch: shuffle with a seed → bucket by length → pad → count → prefetch
+(`epoch_batches`, or `make_dataset` for both at once).
 
 Bucketing groups pairs whose source AND target lengths fall in the same length bands, so a
 batch carries little padding on either side. It is what `bucket_by_sequence_length` does,
@@ -202,8 +203,12 @@ def encode_pairs(
     )
     if max_length is not None:
         encoded = encoded.map(drop_too_long)
-    pairs = encoded.unbatch().ragged_batch(len(corpus)).get_single_element()
-    return EncodedPairs(*pairs, max_length)
+    gathered = list(encoded.unbatch().ragged_batch(len(corpus)))
+    if not gathered:
+        raise DataError(
+            f"no pair of the corpus has at most max_length={max_length} tokens on both sides"
+        )
+    return EncodedPairs(*gathered[0], max_length)
 
 
 def epoch_batches(

@@ -208,3 +208,9 @@ def test_settings_errors(tokenizers):
         make_dataset(corpus, *tokenizers, batch_size=0)
     with pytest.raises(AttncliError, match="no pairs"):
         make_dataset(Corpus([], []), *tokenizers)
+
+
+def test_nothing_fits_is_a_user_error(tokenizers):
+    corpus = Corpus(["hola amigo mío", "buenos días"], ["hello my friend", "good morning"])
+    with pytest.raises(AttncliError, match="max_length=2"):
+        make_dataset(corpus, *tokenizers, max_length=2)
