@@ -1,8 +1,9 @@
 """The tf.data input pipeline: text pairs in, padded int32 batches of ids out.
 
 Stages: encode in chunks (vectorised tensorflow-text ops, in parallel) → drop pairs
-longer than `max_length` → cache → shuffle with a seed → bucket by length → pad → count →
-prefetch.
+longer than `max_length` → keep the ids in memory (`encode_pairs`, once per corpus); then
+each epoch: shuffle with a seed → bucket by length → pad → count → prefetch
+(`epoch_batches`, or `make_dataset` for both at once).
 
 Bucketing groups pairs whose source AND target lengths fall in the same length bands, so a
 batch carries little padding on either side. It is what `bucket_by_sequence_length` does,
@@ -36,6 +37,8 @@ def length_bands(max_length: int, growth: float = 1.1) -> list[int]:
     """
     if max_length < 1:
         raise DataError(f"max_length must be at least 1, got {max_length}")
+    if growth <= 1:
+        raise DataError(f"band growth must be above 1, got {growth}")
     bands, upper = [], 1
     while upper < max_length:
         bands.append(upper)
@@ -200,8 +203,12 @@ def encode_pairs(
     )
     if max_length is not None:
         encoded = encoded.map(drop_too_long)
-    pairs = encoded.unbatch().ragged_batch(len(corpus)).get_single_element()
-    return EncodedPairs(*pairs, max_length)
+    gathered = list(encoded.unbatch().ragged_batch(len(corpus)))
+    if not gathered:
+        raise DataError(
+            f"no pair of the corpus has at most max_length={max_length} tokens on both sides"
+        )
+    return EncodedPairs(*gathered[0], max_length)
 
 
 def epoch_batches(
@@ -210,6 +217,7 @@ def epoch_batches(
     batch_size: int = 64,
     tokens_per_batch: int | None = None,
     bucketing: bool = True,
+    band_growth: float = 1.1,
     shuffle: bool = True,
     seed: int = 0,
     stats: PipelineStats | None = None,
@@ -227,6 +235,11 @@ def epoch_batches(
             `tokens_per_batch // longest_band_bound` sentences (at least 1). Needs
             `bucketing`.
         bucketing: batch pairs of similar lengths together. Defaults to `True`.
+        band_growth: width of the length bands as a share of their length (see
+            `length_bands`): wider bands leave more padding but fill more batches
+            completely (each pair of bands ends an epoch with one partial batch). On
+            Multi30k, 1.1 gives 2.5% padding and 50 sentences per 64-sentence batch on
+            average, 1.2 gives 6% and 57. Defaults to 1.1.
         shuffle: shuffle pairs and batches. Defaults to `True`.
         seed: the run's seed.
         stats: a `PipelineStats` counting tokens and padding.
@@ -234,7 +247,9 @@ def epoch_batches(
     Returns:
         A dataset of `((source_ids, target_in_ids), target_out_ids)` int32 batches.
     """
-    batcher = _batcher(encoded.max_length, batch_size, tokens_per_batch, bucketing, shuffle)
+    batcher = _batcher(
+        encoded.max_length, batch_size, tokens_per_batch, bucketing, band_growth, shuffle
+    )
     seeds = tf.constant([seed, epoch], tf.int64)
     batches = batcher(tuple(encoded[:3]), seeds)
     dataset = tf.data.Dataset.from_tensor_slices(batches)
@@ -249,6 +264,7 @@ def make_dataset(
     tokens_per_batch: int | None = None,
     max_length: int | None = 50,
     bucketing: bool = True,
+    band_growth: float = 1.1,
     shuffle: bool = True,
     seed: int = 0,
     source_end: bool = False,
@@ -264,7 +280,8 @@ def make_dataset(
     Args:
         corpus, source_tokenizer, target_tokenizer, max_length, source_end, chunk_size:
             as in `encode_pairs`.
-        batch_size, tokens_per_batch, bucketing, shuffle: as in `epoch_batches`.
+        batch_size, tokens_per_batch, bucketing, band_growth, shuffle: as in
+            `epoch_batches`.
         seed: seed of the shuffles; epoch k of any run with this seed is the same.
             Defaults to 0.
         stats: a `PipelineStats` to count into (keep a reference to it while the dataset
@@ -277,7 +294,7 @@ def make_dataset(
     encoded = encode_pairs(
         corpus, source_tokenizer, target_tokenizer, max_length, source_end, stats, chunk_size
     )
-    batcher = _batcher(max_length, batch_size, tokens_per_batch, bucketing, shuffle)
+    batcher = _batcher(max_length, batch_size, tokens_per_batch, bucketing, band_growth, shuffle)
     epoch_seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
     pairs = tf.data.Dataset.from_tensors(tuple(encoded[:3]))
     batches = tf.data.Dataset.zip(pairs, epoch_seeds).map(
@@ -287,7 +304,7 @@ def make_dataset(
     return batches.map(_padder(stats)).prefetch(tf.data.AUTOTUNE)
 
 
-def _batcher(max_length, batch_size, tokens_per_batch, bucketing, shuffle):
+def _batcher(max_length, batch_size, tokens_per_batch, bucketing, band_growth, shuffle):
     if tokens_per_batch is not None and not bucketing:
         raise DataError("tokens_per_batch needs bucketing")
     if batch_size < 1 or (tokens_per_batch is not None and tokens_per_batch < 1):
@@ -295,9 +312,8 @@ def _batcher(max_length, batch_size, tokens_per_batch, bucketing, shuffle):
             f"batch sizes must be positive, got batch_size={batch_size}, "
             f"tokens_per_batch={tokens_per_batch}"
         )
-    return _Batcher(
-        length_bands(max_length or _LONGEST_BAND), batch_size, tokens_per_batch, bucketing, shuffle
-    )
+    bands = length_bands(max_length or _LONGEST_BAND, band_growth)
+    return _Batcher(bands, batch_size, tokens_per_batch, bucketing, shuffle)
 
 
 def _padder(stats):

@@ -244,3 +244,10 @@ def test_truncated_gzip_is_a_one_line_error(tmp_path):
     path = write(tmp_path, "cut.tsv.gz", whole[: len(whole) // 2])
     with pytest.raises(CorpusError, match="cannot read"):
         read_tsv(path)
+
+
+def test_head_keeps_the_first_pairs_and_the_report():
+    corpus = read_tsv(shared_data("spa-eng/spa.txt"), limit=50)
+    head = corpus.head(5)
+    assert head.sources == corpus.sources[:5] and head.targets == corpus.targets[:5]
+    assert head.report is corpus.report

@@ -120,8 +120,11 @@ def test_length_bands():
     assert bands[:11] == list(range(1, 12)) and bands[11] == 13 and bands[-1] == 50
     widths = np.diff(bands)
     assert (widths >= 1).all() and (widths[10:] <= 0.1 * np.array(bands[11:]) + 1).all()
+    assert len(length_bands(50, growth=1.3)) < len(bands)
     with pytest.raises(AttncliError):
         length_bands(0)
+    with pytest.raises(AttncliError):
+        length_bands(50, growth=1.0)
 
 
 def test_too_long_pairs_are_dropped_and_counted(corpus, tokenizers):
@@ -205,3 +208,9 @@ def test_settings_errors(tokenizers):
         make_dataset(corpus, *tokenizers, batch_size=0)
     with pytest.raises(AttncliError, match="no pairs"):
         make_dataset(Corpus([], []), *tokenizers)
+
+
+def test_nothing_fits_is_a_user_error(tokenizers):
+    corpus = Corpus(["hola amigo mío", "buenos días"], ["hello my friend", "good morning"])
+    with pytest.raises(AttncliError, match="max_length=2"):
+        make_dataset(corpus, *tokenizers, max_length=2)
