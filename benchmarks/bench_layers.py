@@ -3,8 +3,10 @@
 Every pair computes the same function on the same tensors (where Keras has no
 layer for a step of the paper's formula, a `keras.layers.Dense` supplies it), so
 the ratio ours / Keras measures implementation cost alone. Both sides of a pair
-are timed alternately in one process, repeat after repeat, and the median of the
-repeats is reported: on a shared machine the noise then hits both sides alike.
+are called alternately in one process, call after call, and the median time of
+a call is reported for each side: on a shared machine the load that other
+processes add then falls on both sides alike, and the median ignores the calls
+that a burst of it hit.
 
 Shapes: batch 64, dimension 256, value masks from random valid lengths in
 [15, 30]; "30x30" is 30 queries over 30 keys (training, teacher forcing), "1x30"
@@ -13,21 +15,18 @@ one query over 30 keys (a decoder step). Modes: eager, `tf.function`, and
 (gradients of the sum of the output with respect to the inputs and the weights).
 
 Usage:
-    python benchmarks/bench_layers.py [--repeats 7] [--round-seconds 0.25]
+    python -m benchmarks.bench_layers [--seconds 1.0]
         [--modes eager,function,xla] [--only dot,luong-general,...]
 """
 
 import argparse
 import os
 import statistics
-import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
@@ -115,6 +114,9 @@ def keras_self_attention():
 
 # name: (ours, reference, reference's label, is self-attention)
 PAIRS = {
+    # Keras against itself: how far from 1 the noise alone moves a ratio.
+    "keras-vs-keras": (lambda: keras_dot(True), lambda: keras_dot(True),
+                       "Attention(use_scale)", False),
     "dot": (lambda: cross_attention(DotProductAttention()), lambda: keras_dot(True),
             "Attention(use_scale)", False),
     "luong-dot": (lambda: cross_attention(LuongAttention(score="dot")),
@@ -165,15 +167,14 @@ def compiled(step, mode):
     return tf.function(step, jit_compile=(mode == "xla"))
 
 
-def seconds_per_call(step, inputs, iterations):
+def seconds_per_call(step, inputs, calls):
     start = time.perf_counter()
-    for _ in range(iterations):
-        result = step(*inputs)
-    np.asarray(tf.nest.flatten(result)[0])  # wait for the last result
-    return (time.perf_counter() - start) / iterations
+    for _ in range(calls):
+        step(*inputs)
+    return (time.perf_counter() - start) / calls
 
 
-def measure(pair, num_queries, mode, pass_name, repeats, round_seconds, rng):
+def measure(pair, num_queries, mode, pass_name, seconds, rng):
     make_ours, make_reference, _, self_attention = PAIRS[pair]
     inputs = case_inputs(num_queries, self_attention, rng)
     steps = []
@@ -181,27 +182,24 @@ def measure(pair, num_queries, mode, pass_name, repeats, round_seconds, rng):
         contender = make()
         contender.call(*inputs)  # builds the weights before any tracing
         step = compiled(step_function(contender, pass_name), mode)
-        seconds_per_call(step, inputs, 2)  # traces, compiles, warms up
+        seconds_per_call(step, inputs, 3)  # traces, compiles, warms up
         steps.append(step)
-    # As many calls per round as fill round_seconds on the slower side, the
-    # same number for both sides.
     slowest = max(seconds_per_call(step, inputs, 3) for step in steps)
-    iterations = max(3, round(round_seconds / slowest))
+    calls = max(20, round(seconds / slowest))
     times = ([], [])
-    for round_index in range(repeats):
-        # Alternate which side goes first, so drift in the load favours neither.
-        order = (0, 1) if round_index % 2 == 0 else (1, 0)
-        for side in order:
-            times[side].append(seconds_per_call(steps[side], inputs, iterations))
+    for call_index in range(calls):
+        # Call by call, alternating which side goes first.
+        for side in (0, 1) if call_index % 2 == 0 else (1, 0):
+            start = time.perf_counter()
+            steps[side](*inputs)
+            times[side].append(time.perf_counter() - start)
     return statistics.median(times[0]), statistics.median(times[1])
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeats", type=int, default=7,
-                        help="alternating timing rounds per case (median reported)")
-    parser.add_argument("--round-seconds", type=float, default=0.25,
-                        help="length of one timing round of one side")
+    parser.add_argument("--seconds", type=float, default=1.0,
+                        help="time spent calling each side of each case")
     parser.add_argument("--modes", default=",".join(MODES),
                         help=f"comma-separated subset of {','.join(MODES)}")
     parser.add_argument("--only", default=",".join(PAIRS),
@@ -214,12 +212,12 @@ def main():
         parser.error(f"unknown mode or pair: {', '.join(unknown)}")
 
     rng = np.random.default_rng(0)
-    print(f"batch {BATCH}, {KEYS} keys, dim {DIM}; median of {args.repeats} alternating "
-          f"rounds of ~{args.round_seconds} s per side; TensorFlow {tf.__version__}, "
+    print(f"batch {BATCH}, {KEYS} keys, dim {DIM}; median of alternating calls, "
+          f"~{args.seconds} s per side; TensorFlow {tf.__version__}, "
           f"Keras {keras.__version__}, {os.cpu_count()} CPUs, "
           f"GPUs: {len(tf.config.list_physical_devices('GPU'))}")
     print()
-    print("| ours | Keras | shape | mode | pass | ours ms | Keras ms | ours/Keras |")
+    print("| ours | reference | shape | mode | pass | ours ms | reference ms | ratio |")
     print("| --- | --- | --- | --- | --- | ---: | ---: | ---: |")
     for pair in pairs:
         label = PAIRS[pair][2]
@@ -229,7 +227,7 @@ def main():
             for mode in modes:
                 for pass_name in PASSES:
                     ours, reference = measure(pair, num_queries, mode, pass_name,
-                                              args.repeats, args.round_seconds, rng)
+                                              args.seconds, rng)
                     print(f"| {pair} | {label} | {shape} | {mode} | {pass_name} | "
                           f"{ours * 1e3:.2f} | {reference * 1e3:.2f} | "
                           f"{ours / reference:.2f} |", flush=True)

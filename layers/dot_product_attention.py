@@ -52,10 +52,16 @@ class DotProductAttention(BaseAttention):
         self.use_scale = use_scale
 
     def score_projected(self, query, projected_keys):
-        # scores: batch x Tq x Tv
-        scores = ops.matmul(query, ops.swapaxes(ops.cast(projected_keys, query.dtype), -1, -2))
+        # scores: batch x Tq x Tv. The einsum contracts the keys' last axis in
+        # place; matmul(query, swapaxes(keys)) would copy the keys transposed on
+        # every eager call.
+        scores = ops.einsum(
+            "...qd,...kd->...qk", query, ops.cast(projected_keys, query.dtype)
+        )
         if self.use_scale:
-            scores = scores / ops.cast(math.sqrt(query.shape[-1]), scores.dtype)
+            # A product with a Python float: its gradient, unlike a division's,
+            # computes nothing for the constant.
+            scores = scores * (1.0 / math.sqrt(query.shape[-1]))
         return scores
 
     def get_config(self):

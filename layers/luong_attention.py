@@ -185,8 +185,9 @@ class LuongAttention(BaseAttention):
     def score_projected(self, query, projected_keys):
         projected_keys = ops.cast(projected_keys, query.dtype)
         if self.score_name in ("dot", "general"):
-            # scores: batch x Tq x Tv
-            return ops.matmul(query, ops.swapaxes(projected_keys, -1, -2))
+            # scores: batch x Tq x Tv; the einsum contracts the keys' last axis
+            # in place, where matmul(query, swapaxes(keys)) copies them transposed.
+            return ops.einsum("...qd,...kd->...qk", query, projected_keys)
         query_half = ops.cast(self.W_a, query.dtype)[: self._query_dim]
         projected_query = ops.matmul(query, query_half)
         # hidden: batch x Tq x Tv x units

@@ -63,12 +63,16 @@ def masked_softmax(scores, mask=None, axis=-1):
     dtype = keras.backend.standardize_dtype(scores.dtype)
     if dtype in _HALF_DTYPES:
         scores = ops.cast(scores, "float32")
-    if mask is None:
-        weights = ops.softmax(scores, axis=axis)
-    else:
+    if mask is not None:
         mask = ops.cast(mask, "bool")
-        filled = ops.where(mask, scores, ops.cast(_FILL_VALUE, scores.dtype))
-        weights = ops.softmax(filled, axis=axis)
+        scores = ops.where(mask, scores, ops.cast(_FILL_VALUE, scores.dtype))
+    if scores.shape[axis] == 1:
+        # One position (a one-word source) takes all the weight; ops.softmax would
+        # warn on every such call.
+        weights = ops.ones_like(scores)
+    else:
+        weights = ops.softmax(scores, axis=axis)
+    if mask is not None:
         # Exact zeros on masked positions, and on rows that were masked throughout
         # (their softmax over the fill value alone is uniform).
         weights = ops.where(mask, weights, ops.zeros_like(weights))

@@ -7,6 +7,11 @@ from layers.dot_product_attention import DotProductAttention
 from layers.masking import sequence_mask
 
 
+def _check_positive_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value}")
+
+
 @keras.saving.register_keras_serializable(package="attncli")
 class ScaledDotSelfAttention(DotProductAttention):
     """Self-attention: a sequence attends to itself through three projections.
@@ -75,11 +80,9 @@ class ScaledDotSelfAttention(DotProductAttention):
         **kwargs,
     ):
         super().__init__(use_scale=use_scale, dropout=dropout, seed=seed, **kwargs)
-        for arg, value in (("key_dim", key_dim), ("value_dim", value_dim)):
-            if value is not None and (not isinstance(value, int) or value < 1):
-                raise ValueError(
-                    f"`{arg}` must be a positive integer. Received: {arg}={value}"
-                )
+        _check_positive_int("key_dim", key_dim)
+        if value_dim is not None:
+            _check_positive_int("value_dim", value_dim)
         self.key_dim = key_dim
         self.value_dim = value_dim
         self.use_bias = use_bias

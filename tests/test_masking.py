@@ -50,3 +50,12 @@ def test_masked_softmax_finite_in_every_float_type(dtype, magnitude):
     np.testing.assert_allclose(weights[0], [0.5, 0.5, 0.0, 0.0], rtol=1e-2)
     np.testing.assert_array_equal(weights[1], 0.0)
     assert masked_softmax(scores, mask).dtype == scores.dtype
+
+
+def test_masked_softmax_over_one_position_does_not_warn():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        weights = masked_softmax(np.ones((2, 1), "float32"), np.array([[True], [False]]))
+    np.testing.assert_array_equal(ops.convert_to_numpy(weights), [[1.0], [0.0]])

@@ -92,6 +92,24 @@ def test_matches_numpy_with_masks(use_bias, use_scale, causal):
     np.testing.assert_array_equal(numpy_of(output)[~mask], 0.0)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_matches_one_head_keras_multi_head_attention_with_identity_output(causal):
+    (w_q, w_k, w_v), biases, inputs = random_layer_and_inputs(True, value_dim=6)
+    ours = layer_with_weights(w_q, w_k, w_v, biases)
+    theirs = keras.layers.MultiHeadAttention(num_heads=1, key_dim=4, value_dim=6)
+    theirs(inputs, inputs)
+    # Keras keeps a heads axis: kernels (dim, 1, units), biases (1, units); its
+    # output projection is made the identity so that only attention remains.
+    theirs.set_weights([w_q[:, None], biases[0][None], w_k[:, None], biases[1][None],
+                        w_v[:, None], biases[2][None], np.eye(6, dtype="float32")[None],
+                        np.zeros(6, "float32")])
+    mask = lengths_to_mask([5, 3, 1], 5)
+    expected = numpy_of(theirs(inputs, inputs, query_mask=mask, value_mask=mask,
+                               use_causal_mask=causal))
+    got = numpy_of(ours(inputs, mask=mask, use_causal_mask=causal))
+    np.testing.assert_allclose(got[mask], expected[mask], atol=1e-5)
+
+
 def test_mask_and_valid_lengths_agree_and_combine():
     (w_q, w_k, w_v), _, inputs = random_layer_and_inputs(False)
     layer = layer_with_weights(w_q, w_k, w_v)
@@ -113,8 +131,6 @@ def test_keras_mask_from_embedding_propagates():
     np.testing.assert_array_equal(numpy_of(output)[ids == 0], 0.0)
 
 
-# A one-token prefix has a single key: Keras warns that such a softmax is always 1.
-@pytest.mark.filterwarnings("ignore:You are using a softmax over axis -1")
 def test_causal_output_at_each_step_equals_the_prefix_alone():
     (w_q, w_k, w_v), _, inputs = random_layer_and_inputs(True)
     layer = layer_with_weights(w_q, w_k, w_v)
@@ -151,10 +167,15 @@ def test_weight_shapes_and_value_dim_default():
         (6, 4), (6, 4), (6, 7), (4,), (4,), (7,)]
 
 
-@pytest.mark.parametrize("key_dim", [0, -3, 2.5])
+@pytest.mark.parametrize("key_dim", [0, -3, 2.5, None, True])
 def test_rejects_bad_key_dim(key_dim):
     with pytest.raises(ValueError, match=f"key_dim={key_dim}"):
         ScaledDotSelfAttention(key_dim=key_dim)
+
+
+def test_rejects_bad_value_dim():
+    with pytest.raises(ValueError, match="value_dim=0"):
+        ScaledDotSelfAttention(key_dim=4, value_dim=0)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "mixed_float16"])

@@ -1,0 +1,11 @@
+"""`python -m attncli` and the `attncli` console script."""
+
+from attncli.cli import app
+
+
+def main():
+    app(prog_name="attncli")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+"""The `attncli` command line: one Typer app, one function per command.
+
+Commands import TensorFlow inside their body, so `attncli --help` stays instant. A
+command reports a mistake the user can fix by raising `AttncliError`; `AttncliGroup`
+turns it, and every command-line parsing error (unknown option, bad integer, ...), into
+one line on stderr and exit code 2 (`attncli --debug` shows an `AttncliError`'s
+traceback instead).
+"""
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from typer.core import TyperGroup
+
+from attncli.errors import AttncliError
+
+_DEBUG = "attncli.debug"
+
+# Click's UsageError, the base of every parsing error. Typer exports its subclass
+# BadParameter but not the class itself, whether Click is vendored (Typer >= 0.25) or not.
+_UsageError = typer.BadParameter.__mro__[1]
+
+
+class AttncliGroup(TyperGroup):
+    """The app's command group: reports an `AttncliError` from any command, and any
+    command-line parsing error, as `Error: <message>` on stderr and exits with code 2.
+
+    The parsing errors of the app's own options arise in `make_context`, those of a
+    command's options and of an unknown or missing command in `invoke`.
+    """
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except _UsageError as error:
+            _report_usage_error(error)
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except AttncliError as error:
+            if ctx.meta.get(_DEBUG):
+                raise
+            typer.echo(f"Error: {error}", err=True)
+            raise typer.Exit(code=2) from None
+        except _UsageError as error:
+            _report_usage_error(error)
+
+
+def _report_usage_error(error):
+    message = " ".join(error.format_message().split())
+    if not message:
+        # `attncli` alone: the help was printed in place of an error.
+        raise typer.Exit(code=0) from None
+    command = error.ctx.command_path if error.ctx is not None else "attncli"
+    typer.echo(f"Error: {message} (see '{command} --help')", err=True)
+    raise typer.Exit(code=2) from None
+
+
+app = typer.Typer(
+    no_args_is_help=True,
+    cls=AttncliGroup,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+)
+
+
+@app.callback()
+def main(
+    ctx: typer.Context,
+    debug: Annotated[
+        bool,
+        typer.Option(
+            "--debug",
+            envvar="ATTNCLI_DEBUG",
+            help="Show the full traceback of an error instead of its one-line message.",
+        ),
+    ] = False,
+):
+    """Attention for sequence-to-sequence models, every step in the terminal."""
+    ctx.meta[_DEBUG] = debug
+
+
+@app.command("score-demo")
+def score_demo(
+    example: Annotated[
+        str,
+        typer.Option(help="Worked example of design note 002: seq2seq or self-attention."),
+    ] = "seq2seq",
+    score: Annotated[
+        str | None,
+        typer.Option(
+            help="Score function: dot, scaled-dot, general, concat, additive, local-m, "
+            "local-p.",
+            show_default="dot",
+        ),
+    ] = None,
+    query: Annotated[
+        str | None,
+        typer.Option(help='Query vector(s): "10,5,10"; ";" separates several queries.'),
+    ] = None,
+    keys: Annotated[
+        str | None,
+        typer.Option(help='Key vectors, one per row: "0,1,1;5,0,1".'),
+    ] = None,
+    values: Annotated[
+        str | None,
+        typer.Option(help="Value vectors, one per key.", show_default="the keys"),
+    ] = None,
+    input_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--input",
+            help="YAML file with query, keys, and optionally values, valid_length and "
+            "parameters (weights by name, e.g. W_a).",
+        ),
+    ] = None,
+    valid_length: Annotated[
+        int | None,
+        typer.Option(help="Mask the keys after the first N: they get weight exactly 0."),
+    ] = None,
+    seed: Annotated[
+        int | None,
+        typer.Option(help="Seed of the learned matrices not given in --input.",
+                     show_default="0"),
+    ] = None,
+    units: Annotated[
+        int | None,
+        typer.Option(
+            help="Hidden size of the concat and additive scores and of local-p's W_p.",
+            show_default="the query size",
+        ),
+    ] = None,
+    window: Annotated[
+        int | None,
+        typer.Option(help="Half-width D of local-m and local-p attention.",
+                     show_default="1"),
+    ] = None,
+    decimals: Annotated[
+        int, typer.Option(help="Digits after the point in tables and Markdown.")
+    ] = 4,
+    output_format: Annotated[
+        str, typer.Option("--format", help="table, markdown (for notes) or json (for scripts).")
+    ] = "table",
+):
+    """Walk through one attention computation step by step.
+
+    The inputs, the scores, their softmax, the weighted values and their sum, each
+    figure computed by the layers of attncli.
+    """
+    from attncli.demo_inputs import request_from_options
+
+    request = request_from_options(
+        example=example, score=score, query=query, keys=keys, values=values,
+        input_file=input_file, valid_length=valid_length, seed=seed, units=units,
+        window=window, decimals=decimals, output_format=output_format,
+    )
+    from attncli import render
+    from attncli.score_demo import walk
+
+    typer.echo(render.render(walk(request), request.output_format, request.decimals),
+               nl=False)

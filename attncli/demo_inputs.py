@@ -1,0 +1,333 @@
+"""What `attncli score-demo` computes on: the worked examples, and the user's own numbers.
+
+Everything here is checked before TensorFlow is imported, so a mistake in the input is
+reported at once, as an `AttncliError` that names the option or file key at fault.
+"""
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from attncli.errors import AttncliError
+
+EXAMPLES = ("seq2seq", "self-attention")
+
+# Luong's dot, general and concat scores, Bahdanau's additive one, the scaled dot
+# product of the Transformer, and Luong's local attention (on the dot score).
+SCORES = ("dot", "scaled-dot", "general", "concat", "additive", "local-m", "local-p")
+
+# Scores that take the inner product of query and key, so both need the same size.
+SAME_SIZE_SCORES = ("dot", "scaled-dot", "local-m", "local-p")
+
+FORMATS = ("table", "markdown", "json")
+
+INPUT_FILE_KEYS = ("query", "keys", "values", "valid_length", "parameters")
+
+
+@dataclass(frozen=True)
+class DemoInputs:
+    """Queries `(Tq, d_q)`, keys `(Tv, d_k)`, values `(Tv, d_v)`, as float32 arrays.
+
+    `valid_length` masks the keys from that position on (None: all keys are valid).
+    `parameters` maps a layer weight's name (`W_a`, `v_a`, `W_q`, ...) to the value the
+    layer must use instead of its seeded initialisation.
+    """
+
+    query: np.ndarray
+    keys: np.ndarray
+    values: np.ndarray
+    valid_length: int | None = None
+    parameters: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DemoRequest:
+    """What `score-demo` was asked for, checked: an example and score, the inputs of a
+    score walk (None for the self-attention example), and how to show the result."""
+
+    example: str
+    score: str
+    inputs: DemoInputs | None
+    seed: int = 0
+    units: int | None = None
+    window: int | None = None
+    decimals: int = 4
+    output_format: str = "table"
+
+
+@dataclass(frozen=True)
+class ArticleFigures:
+    """What a design note printed for the first query, to compare with exact values."""
+
+    weights: tuple
+    context: tuple
+
+
+@dataclass(frozen=True)
+class Seq2SeqExample:
+    """The dot-product example of design note 002: one decoder state, four encoder states."""
+
+    inputs: DemoInputs
+    article: ArticleFigures
+
+
+@dataclass(frozen=True)
+class SelfAttentionExample:
+    """The eight-step self-attention example of design note 002.
+
+    `inputs` `(T, d)`; `parameters` holds `W_q`, `W_k`, `W_v`, each `(d, 3)`, applied as
+    `inputs @ W`.
+    """
+
+    inputs: np.ndarray
+    parameters: dict
+    article: ArticleFigures
+
+
+def _float32(rows):
+    return np.array(rows, dtype="float32")
+
+
+SEQ2SEQ = Seq2SeqExample(
+    inputs=DemoInputs(
+        query=_float32([[10, 5, 10]]),
+        keys=_float32([[0, 1, 1], [5, 0, 1], [1, 1, 0], [0, 5, 1]]),
+        values=_float32([[0, 1, 1], [5, 0, 1], [1, 1, 0], [0, 5, 1]]),
+    ),
+    article=ArticleFigures(weights=(0, 1, 0, 0), context=(5, 0, 1)),
+)
+
+SELF_ATTENTION = SelfAttentionExample(
+    inputs=_float32([[1, 0, 1, 0], [0, 2, 0, 2], [1, 1, 1, 1]]),
+    parameters={
+        "W_q": _float32([[1, 0, 1], [1, 0, 0], [0, 0, 1], [0, 1, 1]]),
+        "W_k": _float32([[0, 0, 1], [1, 1, 0], [0, 1, 0], [1, 1, 0]]),
+        "W_v": _float32([[0, 2, 0], [0, 3, 0], [1, 0, 3], [1, 1, 0]]),
+    },
+    article=ArticleFigures(weights=(0.0, 0.5, 0.5), context=(2.0, 7.0, 1.5)),
+)
+
+
+def check_choice(option, value, choices):
+    """Return `value` if it is one of `choices`, else fail listing them."""
+    if value not in choices:
+        raise AttncliError(
+            f"unknown {option} '{value}'; choose one of: {', '.join(choices)}"
+        )
+    return value
+
+
+def parse_matrix(text, option):
+    """Numbers from the command line: `"10,5,10"` is one row, `;` separates rows.
+
+    Returns a float32 array `(rows, columns)`.
+    """
+    if not text.strip():
+        raise AttncliError(f"{option} is empty; give numbers like \"0,1,1;5,0,1\"")
+    rows = [[_parse_number(item, option) for item in row.split(",")] for row in text.split(";")]
+    return _rectangular(rows, option)
+
+
+def _parse_number(item, option):
+    item = item.strip()
+    try:
+        number = float(item)
+    except ValueError:
+        raise AttncliError(
+            f"{option}: '{item}' is not a number; write rows of numbers like "
+            f"\"0,1,1;5,0,1\" (',' between numbers, ';' between rows)"
+        ) from None
+    if not math.isfinite(number):
+        raise AttncliError(f"{option}: '{item}' is not a finite number")
+    return number
+
+
+def _rectangular(rows, where):
+    """float32 array from a list of rows of numbers, refusing ragged rows."""
+    if not rows or all(len(row) == 0 for row in rows):
+        raise AttncliError(f"{where} holds no numbers")
+    width = len(rows[0])
+    for index, row in enumerate(rows[1:], start=2):
+        if len(row) != width:
+            raise AttncliError(
+                f"{where}: row {index} has {_numbers(len(row))} but row 1 has {width}; "
+                f"every row needs the same count"
+            )
+    with np.errstate(over="ignore"):
+        matrix = np.array(rows, dtype="float32")
+    if not np.all(np.isfinite(matrix)):
+        raise AttncliError(f"{where}: a number is too large for float32 (above 3.4e38)")
+    return matrix
+
+
+def _numbers(count):
+    return f"{count} number" if count == 1 else f"{count} numbers"
+
+
+def load_input_file(path):
+    """Read a YAML file holding `query`, `keys`, optional `values`, `valid_length` and
+    `parameters` (a mapping from weight name to matrix or vector).
+
+    A vector is one row: `query: [10, 5, 10]` equals `query: [[10, 5, 10]]`.
+    """
+    path = Path(path)
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise AttncliError(f"--input: no file '{path}'") from None
+    except OSError as error:
+        raise AttncliError(f"--input: cannot read '{path}': {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise AttncliError(f"--input: '{path}' is not UTF-8 text; give a YAML file") from None
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise AttncliError(f"{path}: not valid YAML{where}") from None
+    if not isinstance(document, dict):
+        raise AttncliError(
+            f"{path}: expected a mapping with keys {', '.join(INPUT_FILE_KEYS)}"
+        )
+    unknown = [key for key in document if key not in INPUT_FILE_KEYS]
+    if unknown:
+        raise AttncliError(
+            f"{path}: unknown key '{unknown[0]}'; allowed keys: {', '.join(INPUT_FILE_KEYS)}"
+        )
+    for required in ("query", "keys"):
+        if document.get(required) is None:
+            raise AttncliError(f"{path}: no '{required}'; the file must give query and keys")
+    query = _yaml_matrix(document["query"], f"{path}: query")
+    keys = _yaml_matrix(document["keys"], f"{path}: keys")
+    values = (
+        keys
+        if document.get("values") is None
+        else _yaml_matrix(document["values"], f"{path}: values")
+    )
+    valid_length = document.get("valid_length")
+    if valid_length is not None and (
+        isinstance(valid_length, bool) or not isinstance(valid_length, int)
+    ):
+        raise AttncliError(f"{path}: valid_length must be a whole number, got {valid_length!r}")
+    parameters = document.get("parameters") or {}
+    if not isinstance(parameters, dict):
+        raise AttncliError(f"{path}: parameters must map weight names to matrices")
+    parameters = {
+        str(name): _yaml_matrix(value, f"{path}: parameters: {name}", vector=True)
+        for name, value in parameters.items()
+    }
+    return DemoInputs(query, keys, values, valid_length, parameters)
+
+
+def _yaml_matrix(value, where, vector=False):
+    """A YAML list of numbers (one row; kept 1-D if `vector`) or list of lists."""
+    if not isinstance(value, list):
+        raise AttncliError(f"{where}: expected a list of numbers or a list of rows")
+    one_row = all(not isinstance(item, list) for item in value)
+    rows = [value] if one_row else value
+    for row in rows:
+        if not isinstance(row, list):
+            raise AttncliError(f"{where}: mixes numbers and rows; give a list of rows")
+        for item in row:
+            if isinstance(item, bool) or not isinstance(item, (int, float)):
+                raise AttncliError(f"{where}: {item!r} is not a number")
+            if not math.isfinite(item):
+                raise AttncliError(f"{where}: {item!r} is not a finite number")
+    matrix = _rectangular(rows, where)
+    return matrix[0] if one_row and vector else matrix
+
+
+def resolve_inputs(query=None, keys=None, values=None, input_file=None,
+                   valid_length=None):
+    """The inputs of a score walk: the seq2seq example's, overridden by the command line,
+    or those of `input_file`. Values default to the keys.
+    """
+    if input_file is not None:
+        given = [name for name, text in
+                 (("--query", query), ("--keys", keys), ("--values", values))
+                 if text is not None]
+        if given:
+            raise AttncliError(
+                f"--input and {given[0]} both give inputs; put everything in the file "
+                f"or everything on the command line"
+            )
+        inputs = load_input_file(input_file)
+        if valid_length is None:
+            valid_length = inputs.valid_length
+    else:
+        base = SEQ2SEQ.inputs
+        parsed_keys = base.keys if keys is None else parse_matrix(keys, "--keys")
+        parsed_values = (
+            parse_matrix(values, "--values") if values is not None
+            else base.values if keys is None
+            else parsed_keys
+        )
+        inputs = DemoInputs(
+            query=base.query if query is None else parse_matrix(query, "--query"),
+            keys=parsed_keys,
+            values=parsed_values,
+        )
+    num_keys = inputs.keys.shape[0]
+    if inputs.values.shape[0] != num_keys:
+        raise AttncliError(
+            f"{inputs.values.shape[0]} values for {num_keys} keys; give one value row "
+            f"per key (or no values: they default to the keys)"
+        )
+    if valid_length is not None and not 1 <= valid_length <= num_keys:
+        raise AttncliError(
+            f"valid length {valid_length} is out of range; with {num_keys} keys it must be "
+            f"between 1 and {num_keys}"
+        )
+    return DemoInputs(
+        inputs.query, inputs.keys, inputs.values, valid_length, inputs.parameters
+    )
+
+
+def check_sizes(score, inputs):
+    """Fail if `score` cannot combine queries and keys of these sizes."""
+    query_size, key_size = inputs.query.shape[1], inputs.keys.shape[1]
+    if score in SAME_SIZE_SCORES and query_size != key_size:
+        raise AttncliError(
+            f"the {score} score needs queries and keys of the same size, got query size "
+            f"{query_size} and key size {key_size}; use --score general, concat or additive "
+            f"for different sizes"
+        )
+
+
+def request_from_options(example="seq2seq", score=None, query=None, keys=None, values=None,
+                         input_file=None, valid_length=None, seed=None, units=None,
+                         window=None, decimals=4, output_format="table"):
+    """Check the options of `score-demo` and read its inputs. `None` means not given."""
+    check_choice("format", output_format, FORMATS)
+    if not 0 <= decimals <= 12:
+        raise AttncliError(f"--decimals {decimals} is out of range; use 0 to 12")
+    check_choice("example", example, EXAMPLES)
+    if example == "self-attention":
+        given = [name for name, value in (
+            ("--score", score), ("--query", query), ("--keys", keys), ("--values", values),
+            ("--input", input_file), ("--valid-length", valid_length), ("--seed", seed),
+            ("--units", units), ("--window", window),
+        ) if value is not None]
+        if given:
+            raise AttncliError(
+                f"--example self-attention walks the article's own inputs and weights and "
+                f"takes no {given[0]}; drop it, or use the seq2seq example"
+            )
+        return DemoRequest(example, "dot", None, decimals=decimals,
+                           output_format=output_format)
+    score = check_choice("score", score or "dot", SCORES)
+    for name, value, scores in (("--units", units, ("concat", "additive", "local-p")),
+                                ("--window", window, ("local-m", "local-p"))):
+        if value is not None and score not in scores:
+            raise AttncliError(
+                f"{name} applies to --score {', '.join(scores[:-1])} or {scores[-1]}, "
+                f"not {score}"
+            )
+        if value is not None and value < 1:
+            raise AttncliError(f"{name} must be at least 1, got {value}")
+    inputs = resolve_inputs(query, keys, values, input_file, valid_length)
+    check_sizes(score, inputs)
+    return DemoRequest(example, score, inputs, seed=0 if seed is None else seed,
+                       units=units, window=window, decimals=decimals,
+                       output_format=output_format)

@@ -1,0 +1,242 @@
+"""One attention computation, step by step, computed by the layers of `layers/`.
+
+Every figure `attncli score-demo` prints comes from a layer: its `project_keys` and
+`score_projected` give the scores, its `score_mask` the keys each query may see,
+`masked_softmax` and its `reweight` the weights, and its call (with
+`return_attention_scores=True`) the weights and the context. Only the weighted values
+`weights[t, s] * values[s]`, the terms of the context's sum, are multiplied out here.
+"""
+
+from dataclasses import dataclass, field
+
+import keras
+import numpy as np
+
+from attncli.demo_inputs import SELF_ATTENTION, SEQ2SEQ, ArticleFigures, DemoInputs
+from attncli.errors import AttncliError
+from layers import (
+    BahdanauAttention,
+    DotProductAttention,
+    LuongAttention,
+    ScaledDotSelfAttention,
+    masked_softmax,
+    sequence_mask,
+)
+
+# The half-width of the local window when --window is not given: small enough that
+# the window leaves keys out of the worked example's four.
+DEFAULT_WINDOW = 1
+
+# Matrices are in Keras's (input, output) layout, as the layers store them: `k W_a`
+# is the paper's `W_a h̄_s`.
+FORMULAS = {
+    "dot": "score(q, k) = q · k",
+    "scaled-dot": "score(q, k) = q · k / √d",
+    "general": "score(q, k) = q · (k W_a)",
+    "concat": "score(q, k) = v_a · tanh(q W_a[:d_q] + k W_a[d_q:])",
+    "additive": "score(q, k) = v · tanh(q W_q + k W_k)",
+    "local-m": "score(q, k) = q · k for the keys with |s - p_t| <= D, p_t = t",
+    "local-p": "score(q, k) = q · k for the keys with |s - p_t| <= D, "
+               "p_t = (S - 1) sigmoid(v_p · tanh(q W_p)); "
+               "weight = softmax × exp(-(s - p_t)² / (2σ²)), σ = D / 2",
+}
+
+# What `project_keys` computes, for the scores where it is not the identity.
+PROJECTED_KEYS = {"general": "k W_a", "concat": "k W_a[d_q:]", "additive": "k W_k"}
+
+
+@dataclass(frozen=True)
+class Walk:
+    """The inputs, every intermediate value and the result of one attention computation.
+
+    Arrays have no batch axis: `Tq` queries attend to `Tv` keys.
+
+    Attributes:
+        example: `"seq2seq"` or `"self-attention"`.
+        score: the score function's name (`"dot"`, `"general"`, ...).
+        formula: the score function, written out.
+        inputs: query `(Tq, d_q)`, keys `(Tv, d_k)`, values `(Tv, d_v)`, valid length.
+        parameters: the layer's weights by name (`W_a`, `v_a`, ...), as it used them.
+        projected_keys: `project_keys(keys)` `(Tv, ...)`, or None where the score has no
+            term in the keys alone.
+        projection: what `projected_keys` is (`"k W_a"`), or None.
+        scores: raw scores `(Tq, Tv)`.
+        allowed: booleans `(Tq, Tv)`, the keys each query may attend to.
+        softmax: the masked softmax of the scores `(Tq, Tv)`.
+        weights: the attention weights the layer returned `(Tq, Tv)`; they differ from
+            `softmax` only for local-p, which multiplies it by a Gaussian.
+        weighted_values: `weights[t, s] * values[s]`, `(Tq, Tv, d_v)`.
+        context: the layer's output `(Tq, d_v)`, the sum of the weighted values.
+        window: local attention's half-width `D`, or None.
+        window_centres: local attention's `p_t` `(Tq,)`, or None.
+        gaussian: local-p's factors `exp(-(s - p_t)² / (2σ²))` `(Tq, Tv)`, or None.
+        source: self-attention's inputs `(T, d)`, whose products with `W_q`, `W_k`,
+            `W_v` are the queries, keys and values; None otherwise.
+        article: the `ArticleFigures` of the design note when this walk is its worked
+            example, else None.
+        inputs_name: where the inputs come from, in words.
+    """
+
+    example: str
+    score: str
+    formula: str
+    inputs: DemoInputs
+    parameters: dict
+    scores: np.ndarray
+    allowed: np.ndarray
+    softmax: np.ndarray
+    weights: np.ndarray
+    weighted_values: np.ndarray
+    context: np.ndarray
+    projected_keys: np.ndarray | None = None
+    projection: str | None = None
+    window: int | None = None
+    window_centres: np.ndarray | None = None
+    gaussian: np.ndarray | None = None
+    source: np.ndarray | None = None
+    article: ArticleFigures | None = None
+    inputs_name: str = "your inputs"
+
+
+def walk(request):
+    """The `Walk` of a checked `DemoRequest`."""
+    if request.example == "self-attention":
+        return walk_self_attention()
+    return walk_score(request.score, request.inputs, seed=request.seed,
+                      units=request.units, window=request.window)
+
+
+def walk_score(score, inputs, seed=0, units=None, window=None):
+    """Attend from `inputs.query` to `inputs.keys` with the layer of `score`.
+
+    The layer's weights not given in `inputs.parameters` are initialised after
+    `keras.utils.set_random_seed(seed)`. `units` and `window` go to the layers that
+    take them; local attention's window defaults to `DEFAULT_WINDOW`.
+    """
+    if score in ("local-m", "local-p"):
+        window = window or DEFAULT_WINDOW
+    layer = _make_layer(score, units, window, inputs.query.shape[1])
+    query, keys, values = (
+        keras.ops.convert_to_tensor(array[None])
+        for array in (inputs.query, inputs.keys, inputs.values)
+    )
+    value_mask = (
+        None if inputs.valid_length is None
+        else sequence_mask([inputs.valid_length], inputs.keys.shape[0])
+    )
+    keras.utils.set_random_seed(seed)
+    layer([query, values, keys], mask=[None, value_mask])  # creates the weights
+    parameters = _use_parameters(layer, score, inputs.parameters)
+
+    context, weights = layer(
+        [query, values, keys], mask=[None, value_mask], return_attention_scores=True
+    )
+    projected_keys = layer.project_keys(keys)
+    scores = layer.score_projected(query, projected_keys)
+    allowed = layer.score_mask(query, keys, value_mask)
+    if allowed is None:
+        allowed = keras.ops.ones_like(scores, dtype="bool")
+    allowed = keras.ops.broadcast_to(allowed, keras.ops.shape(scores))
+    softmax = masked_softmax(scores, allowed)
+
+    window_centres = gaussian = None
+    if score in ("local-m", "local-p"):
+        window_centres = _first(layer.aligned_positions(query, keys, value_mask))
+    if score == "local-p":
+        gaussian = _first(layer.reweight(keras.ops.ones_like(softmax), query, keys, value_mask))
+    weights = _first(weights)
+    from_example = _same_inputs(inputs, SEQ2SEQ.inputs)
+    matches_article = from_example and score == "dot" and inputs.valid_length is None
+    return Walk(
+        example="seq2seq",
+        score=score,
+        formula=FORMULAS[score],
+        inputs=inputs,
+        parameters=parameters,
+        scores=_first(scores),
+        allowed=_first(allowed),
+        softmax=_first(softmax),
+        weights=weights,
+        weighted_values=weights[:, :, None] * inputs.values[None, :, :],
+        context=_first(context),
+        projected_keys=_first(projected_keys) if score in PROJECTED_KEYS else None,
+        projection=PROJECTED_KEYS.get(score),
+        window=window,
+        window_centres=window_centres,
+        gaussian=gaussian,
+        article=SEQ2SEQ.article if matches_article else None,
+        inputs_name="the seq2seq example of design note 002" if from_example else "your inputs",
+    )
+
+
+def walk_self_attention():
+    """The self-attention example: `ScaledDotSelfAttention` without scaling, with the
+    article's `W_q`, `W_k`, `W_v`; every input is a query."""
+    example = SELF_ATTENTION
+    layer = ScaledDotSelfAttention(key_dim=example.parameters["W_q"].shape[1], use_scale=False)
+    source = keras.ops.convert_to_tensor(example.inputs[None])
+    layer(source)  # creates the weights
+    parameters = _use_parameters(layer, "self-attention", example.parameters)
+    queries, keys, values = layer.project(source)
+    outputs, weights = layer(source, return_attention_scores=True)
+    scores = layer.score(queries, keys)
+    softmax = masked_softmax(scores)
+    weights = _first(weights)
+    values = _first(values)
+    return Walk(
+        example="self-attention",
+        score="dot",
+        formula="score(q, k) = q · k",
+        inputs=DemoInputs(query=_first(queries), keys=_first(keys), values=values),
+        parameters=parameters,
+        scores=_first(scores),
+        allowed=np.ones(weights.shape, dtype=bool),
+        softmax=_first(softmax),
+        weights=weights,
+        weighted_values=weights[:, :, None] * values[None, :, :],
+        context=_first(outputs),
+        source=example.inputs,
+        article=example.article,
+        inputs_name="the self-attention example of design note 002",
+    )
+
+
+def _make_layer(score, units, window, query_size):
+    if score in ("dot", "scaled-dot"):
+        return DotProductAttention(use_scale=score == "scaled-dot")
+    if score in ("general", "concat"):
+        return LuongAttention(score=score, units=units)
+    if score == "additive":
+        return BahdanauAttention(units=units or query_size)
+    return LuongAttention(score="dot", alignment=score, window=window, units=units)
+
+
+def _use_parameters(layer, score, given):
+    """Give the layer's weights the values of `given`; return all of them by name."""
+    variables = {variable.name: variable for variable in layer.weights}
+    for name, value in given.items():
+        if name not in variables:
+            known = ", ".join(variables) if variables else "none"
+            raise AttncliError(
+                f"parameters: the {score} score has no weight '{name}' (its weights: {known})"
+            )
+        expected = tuple(variables[name].shape)
+        if value.shape != expected:
+            raise AttncliError(
+                f"parameters: {name} has shape {value.shape} but the {score} score needs "
+                f"{expected} for these inputs"
+            )
+        variables[name].assign(value)
+    return {name: np.asarray(variable) for name, variable in variables.items()}
+
+
+def _first(tensor):
+    """The first (only) batch entry, as a NumPy array."""
+    return np.asarray(keras.ops.convert_to_numpy(tensor))[0]
+
+
+def _same_inputs(inputs, other):
+    return all(
+        np.array_equal(getattr(inputs, name), getattr(other, name))
+        for name in ("query", "keys", "values")
+    )
