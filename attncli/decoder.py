@@ -211,6 +211,7 @@ class BahdanauDecoder(AttentionDecoder):
         state: the initial decoder state (tuple).
         memory: dict from `memory`.
         training: bool.
+        stepwise: accepted for a common signature; this decoder has one path.
 
     Returns:
         `(features (batch_size, T, units), weights (batch_size, T, S))`;
@@ -249,8 +250,9 @@ class LuongDecoder(AttentionDecoder):
         logits_t = W_o h~_t + b_o
 
     Without input feeding nothing recurrent depends on attention, so `call` runs the
-    RNN over the whole target and attends with one batched product; with it, `call`
-    runs `step` in a graph loop.
+    RNN over the whole target and attends with one batched product (skipping the
+    target's padding, where its features are unspecified); with it, `call` runs
+    `step` in a graph loop.
 
     Args:
         input_feeding: bool, feed `h~_{t-1}` into the next input. Defaults to False.
@@ -313,9 +315,13 @@ class LuongDecoder(AttentionDecoder):
         if stepwise or self.input_feeding:
             return self.run_steps(target_in_ids, state, memory, training)
         cell_state, _, position = self._split_state(state)
-        (states,) = recurrent.run(
-            [self.cell], [self.embed(target_in_ids, training)], [cell_state]
-        )
+        # Padding is skipped: the input projection is computed on the real tokens
+        # only, and the loop updates only the rows still running.
+        target_mask = ops.not_equal(target_in_ids, 0)
+        lengths = ops.sum(ops.cast(target_mask, "int32"), axis=1)
+        embedded = self.dropout_layer(self.embedding(target_in_ids), training=training)
+        projected = recurrent.project_tokens([self.cell], embedded, target_mask)
+        (states,) = recurrent.run([self.cell], projected, [cell_state], lengths=lengths)
         outputs = states[0]
         positions = None
         if position is not None:

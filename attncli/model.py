@@ -29,7 +29,8 @@ class Seq2Seq(keras.Model):
 
     Returns:
         logits `(batch_size, T, target_vocab_size)`, and the weights
-        `(batch_size, T, S)` if `return_attention_scores=True`.
+        `(batch_size, T, S)` if `return_attention_scores=True`. Where
+        `target_in_ids` is padding (0) the values are unspecified.
 
     Decoding one step at a time:
 
@@ -47,10 +48,11 @@ class Seq2Seq(keras.Model):
             num_layers=config.encoder_layers, bidirectional=config.bidirectional,
             merge_mode=config.merge_mode, dropout=config.dropout, name="encoder",
         )
+        # One dense bridge per state tensor: h, and c for an LSTM.
+        num_bridges = (2 if config.cell == "lstm" else 1) if config.bridge == "dense" else 0
         self.bridge_layers = [
             keras.layers.Dense(config.units, activation="tanh", name=f"bridge_{index}")
-            for index in range(2 if config.cell == "lstm" else 1)
-            if config.bridge == "dense"
+            for index in range(num_bridges)
         ]
         decoder_args = dict(
             vocab_size=config.target_vocab_size, embedding_dim=config.embedding_dim,

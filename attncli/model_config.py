@@ -46,7 +46,7 @@ class ModelConfig:
             Defaults to `"global"`.
         window: int, the half-width D of local attention. Defaults to 10.
         attention_units: int or None, hidden size of the concat and additive
-            scores. Defaults to None (= `units`).
+            scores and of local-p's position predictor. Defaults to None (= `units`).
         input_feeding: bool, Luong decoder only: feed `h~_{t-1}` into the next
             input. Defaults to False, so the decoder has no recurrence through
             attention and trains over the whole target at once.

@@ -5,7 +5,7 @@ for every time step in one large matrix product (`project_inputs`) and only the
 recurrent term `h_{t-1} U` stays inside the loop (`step`, or `run` for a whole
 sequence). `keras.layers.GRU` computes both inside its loop on CPU; the split, and
 running both directions of a layer in one loop, is what makes our encoder and decoder
-faster.
+faster; `project_tokens` and `run(..., lengths)` also skip the padding.
 Weights have the layout of `keras.layers.GRUCell` / `LSTMCell` (gates `z, r, h` and
 `i, f, c, o`), so results can be checked against Keras with the same weights.
 """
@@ -16,7 +16,11 @@ from keras import ops
 
 
 class _SplitCell(keras.layers.Layer):
-    """Shared weights and loop of the split cells; subclasses define `gates` and `step`."""
+    """Weights and projection of the split cells.
+
+    Subclasses set `gates` and `num_states` and define `recurrent_weights` and
+    `transition(projected_inputs, states, *recurrent_weights)`.
+    """
 
     gates = 0
 

@@ -103,20 +103,21 @@ def baseline_step(model, optimizer):
 
 
 # ---------------------------------------------------------------- measuring
-def matmul_gflops():
-    """Best float32 matmul rate over square sizes 256..1024 (GFLOP/s)."""
+def matmul_gflops(trials=5):
+    """Best float32 matmul rate over square sizes 256..1024 and `trials` (GFLOP/s)."""
     best = 0.0
     for n in (256, 512, 1024):
         a = tf.random.normal((n, n))
         b = tf.random.normal((n, n))
         product = tf.function(lambda a, b: tf.matmul(a, b))
         product(a, b).numpy()
-        repeats = max(3, int(2e10 / (2 * n**3)))
-        start = time.perf_counter()
-        for _ in range(repeats):
-            result = product(a, b)
-        result.numpy()
-        best = max(best, 2 * n**3 * repeats / (time.perf_counter() - start) / 1e9)
+        repeats = max(3, int(5e9 / (2 * n**3)))
+        for _ in range(trials):
+            start = time.perf_counter()
+            for _ in range(repeats):
+                result = product(a, b)
+            result.numpy()
+            best = max(best, 2 * n**3 * repeats / (time.perf_counter() - start) / 1e9)
     return best
 
 
@@ -171,17 +172,25 @@ def measure(steps, batches, warmup, repeats):
 
 
 def peak_memory(name, batches_file):
-    """Peak RSS (ru_maxrss) of a child process that builds and trains only `name`.
+    """Peak resident memory of a child process that builds and trains only `name`.
 
     The child reads the batches from `batches_file`, so the corpus and tokenizers
-    are not part of its peak.
+    are not part of its peak, and reports the kernel's high-water mark `VmHWM` (the
+    peak RSS of its own address space; `ru_maxrss` would include the parent's RSS
+    inherited through fork).
     """
     command = [sys.executable, __file__, "--memory-of", name, "--batches-file", batches_file]
-    child = subprocess.Popen(command, stdout=subprocess.DEVNULL)
-    _, status, usage = os.wait4(child.pid, 0)
-    if status != 0:
-        raise RuntimeError(f"the memory run of {name} failed with status {status}")
-    return usage.ru_maxrss * 1024
+    output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    return int(output.split()[-1])
+
+
+def own_peak_rss():
+    """This process's peak resident set size in bytes (`VmHWM`)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
 
 
 BASELINE = "TF tutorial (Keras built-ins)"
@@ -243,6 +252,7 @@ def main():
         step = build(args.memory_of, batches[0][0])[0]
         for batch in batches:
             step(*batch)["loss"].numpy()
+        print(own_peak_rss())
         return
     batches = load_batches(args.data, VOCAB_SIZE, BATCH_SIZE, args.warmup + args.steps,
                            args.bucketing)
@@ -253,6 +263,7 @@ def main():
     print("timing ...", file=sys.stderr)
     results = measure({name: built[name][0] for name in names}, batches, args.warmup,
                       args.repeats)
+    gflops = max(gflops, matmul_gflops())
     print("peak memory, one child process per model ...", file=sys.stderr)
     with tempfile.TemporaryDirectory() as directory:
         batches_file = str(Path(directory) / "batches.npz")
