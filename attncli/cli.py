@@ -7,6 +7,8 @@ one line on stderr and exit code 2 (`attncli --debug` shows an `AttncliError`'s
 traceback instead).
 """
 
+import os
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -82,8 +84,30 @@ def main(
     ctx.meta[_DEBUG] = debug
 
 
+def _load_tensorflow(ctx):
+    """Import TensorFlow before a command needs it, without its start-up chatter.
+
+    TensorFlow's C++ core prints device probing and CPU-feature notices on stderr
+    while it is imported and initialised; they say nothing a user can act on. They
+    are kept (as is every other log line) with --debug or a TF_CPP_MIN_LOG_LEVEL of
+    the user's own. Python errors are never hidden.
+    """
+    if ctx.meta.get(_DEBUG) or "tensorflow" in sys.modules:
+        return
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        import tensorflow  # noqa: F401
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
 @app.command("score-demo")
 def score_demo(
+    ctx: typer.Context,
     example: Annotated[
         str,
         typer.Option(help="Worked example of design note 002: seq2seq or self-attention."),
@@ -156,6 +180,7 @@ def score_demo(
         input_file=input_file, valid_length=valid_length, seed=seed, units=units,
         window=window, decimals=decimals, output_format=output_format,
     )
+    _load_tensorflow(ctx)
     from attncli import render
     from attncli.score_demo import walk
 
@@ -171,6 +196,7 @@ def _stderr_console():
 
 @app.command("train")
 def train(
+    ctx: typer.Context,
     config: Annotated[
         Path | None,
         typer.Argument(help="YAML run configuration.", show_default="the bundled default.yaml"),
@@ -202,6 +228,7 @@ def train(
     With no CONFIG: Spanish to English on the bundled Tatoeba pairs, about ten
     minutes on a laptop CPU. Ctrl-C saves a checkpoint; --resume continues.
     """
+    _load_tensorflow(ctx)
     from attncli.train_command import train as run_training
 
     code = run_training(
@@ -212,6 +239,7 @@ def train(
 
 @app.command("translate")
 def translate(
+    ctx: typer.Context,
     run: Annotated[Path, typer.Argument(help="A run directory (or a model directory).")],
     texts: Annotated[
         list[str] | None, typer.Argument(help="Sentences; else --input, else stdin.")
@@ -239,6 +267,7 @@ def translate(
     batch_size: Annotated[int, typer.Option(help="Sentences translated at once.")] = 64,
 ):
     """Translate sentences with a trained run, one output line per input line."""
+    _load_tensorflow(ctx)
     from attncli.translate_command import translate as run_translation
 
     run_translation(
@@ -249,6 +278,7 @@ def translate(
 
 @app.command("inspect-weights")
 def inspect_weights(
+    ctx: typer.Context,
     run: Annotated[Path, typer.Argument(help="A run directory (or a model directory).")],
     text: Annotated[
         str | None, typer.Option(help="Translate this and show its attention matrix.")
@@ -270,6 +300,7 @@ def inspect_weights(
     decimals: Annotated[int, typer.Option(help="Digits after the point.")] = 3,
 ):
     """Look inside a trained model: attention heatmaps, one step's scores, the weights."""
+    _load_tensorflow(ctx)
     from attncli.inspect_command import inspect
 
     inspect(run, text, beam, png, step, params, decimals)
