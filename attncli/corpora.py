@@ -170,8 +170,9 @@ def _numbered_lines(path: Path, report: CorpusReport):
                     yield number, None
                     continue
                 yield number, line.rstrip("\r\n")
-    except OSError as error:
-        raise CorpusError(f"cannot read {path}: {error.strerror or error}") from error
+    except (OSError, EOFError) as error:  # EOFError: a truncated gzip file
+        reason = getattr(error, "strerror", None) or error or "file ends too early"
+        raise CorpusError(f"cannot read {path}: {reason}") from error
 
 
 def read_tsv(
@@ -350,3 +351,64 @@ def read_bundled(source: str = "spa", strict: bool = False, limit: int | None = 
         raise ValueError(f"source must be 'spa' or 'eng'. Received: source={source!r}")
     columns = (1, 0) if source == "spa" else (0, 1)
     return read_tsv(bundled_corpus_path(), *columns, columns=2, strict=strict, limit=limit)
+
+
+FORMATS = ("tsv", "parallel", "pronunciations")
+
+
+def read_corpus(
+    path,
+    format: str = "tsv",
+    source_column: int = 0,
+    target_column: int = 1,
+    strict: bool = False,
+    limit: int | None = None,
+) -> Corpus:
+    """Reads one corpus in any of the three formats.
+
+    Args:
+        path: a file, or for `format="parallel"` a pair `(source_path, target_path)`.
+        format: `"tsv"`, `"parallel"` or `"pronunciations"`. Defaults to `"tsv"`.
+        source_column, target_column: the sides of a `tsv` file. Default 0 and 1.
+        strict, limit: as in `read_tsv`.
+    """
+    if format == "tsv":
+        return read_tsv(path, source_column, target_column, strict=strict, limit=limit)
+    if format == "pronunciations":
+        return read_pronunciations(path, strict=strict, limit=limit)
+    if format == "parallel":
+        if isinstance(path, (str, Path)) or len(path) != 2:
+            raise DataError(f"parallel corpora need two files (source, target), got {path}")
+        return read_parallel(*path, strict=strict, limit=limit)
+    raise DataError(f"corpus format must be one of {', '.join(FORMATS)}, got {format!r}")
+
+
+def read_splits(
+    train, valid=None, test=None, valid_size=0.1, test_size=0, seed: int = 0, **reader_options
+) -> Splits:
+    """Train, validation and test pairs, from separate files or carved from `train`.
+
+    Args:
+        train, valid, test: paths as `read_corpus` takes them. A split without a path is
+            carved from `train` by `split_corpus` (`valid_size`, `test_size`, `seed`); the
+            test split is empty when it has neither a path nor a size.
+        valid_size, test_size: fractions or counts for carved splits. Default 0.1 and 0.
+        seed: seed of the carving permutation. Defaults to 0.
+        **reader_options: `format`, `source_column`, `target_column`, `strict`, `limit`.
+    """
+    corpus = read_corpus(train, **reader_options)
+    empty = Corpus([], [])
+    if valid is None or (test is None and test_size):
+        carved = split_corpus(
+            corpus,
+            valid=0 if valid is not None else valid_size,
+            test=0 if test is not None else test_size,
+            seed=seed,
+        )
+    else:
+        carved = Splits(train=corpus, valid=empty, test=empty)
+    return Splits(
+        train=carved.train,
+        valid=read_corpus(valid, **reader_options) if valid is not None else carved.valid,
+        test=read_corpus(test, **reader_options) if test is not None else carved.test,
+    )

@@ -13,6 +13,7 @@ No TensorFlow here: opening a run to report an error must be instant.
 
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -65,7 +66,7 @@ class RunDirectory:
         `--resume` (continue it) or `--overwrite` (start again).
         """
         run = cls(path)
-        if run.marker_path.exists() and not overwrite:
+        if run.marker_path.exists() and not overwrite and run.has_progress():
             raise AttncliError(
                 f"{run.path} already holds a run; continue it with --resume, "
                 "or start again with --overwrite"
@@ -73,9 +74,11 @@ class RunDirectory:
         if run.path.exists() and not run.path.is_dir():
             raise AttncliError(f"{run.path} is a file, not a run directory; choose another --run-dir")
         run.path.mkdir(parents=True, exist_ok=True)
-        if overwrite:
+        if overwrite or not run.has_progress():
             for stale in (run.metrics_path, run.log_path):
                 stale.unlink(missing_ok=True)
+            shutil.rmtree(run.checkpoint_dir, ignore_errors=True)
+            shutil.rmtree(run.model_dir, ignore_errors=True)
         write_json_atomically(
             run.marker_path, {"format": RUN_FORMAT, "attncli": __version__}
         )
@@ -108,6 +111,10 @@ class RunDirectory:
                 "use a matching attncli version or train again"
             )
         return run
+
+    def has_progress(self):
+        """Whether the run holds anything worth keeping: a checkpoint or a model."""
+        return (self.checkpoint_dir / "checkpoint").exists() or self.model_dir.exists()
 
     def append_metrics(self, record):
         """Append one evaluation record to metrics.jsonl, durably."""

@@ -15,6 +15,8 @@ def test_create_then_open(tmp_path):
 def test_existing_run_is_not_overwritten_silently(tmp_path):
     run = RunDirectory.create(tmp_path / "tiny")
     run.append_metrics({"epoch": 1})
+    (run.checkpoint_dir).mkdir()
+    (run.checkpoint_dir / "checkpoint").write_text("model_checkpoint_path: ckpt-1\n")
     with pytest.raises(AttncliError, match="--resume.*--overwrite"):
         RunDirectory.create(run.path)
     RunDirectory.create(run.path, overwrite=True)
@@ -53,3 +55,10 @@ def test_metrics_survive_a_cut_last_line(tmp_path):
     with open(run.metrics_path, "a") as stream:
         stream.write('{"epoch": 2, "bl')
     assert run.read_metrics() == [{"bleu": 3.5, "epoch": 1}]
+
+
+def test_a_run_that_never_checkpointed_can_start_again(tmp_path):
+    run = RunDirectory.create(tmp_path / "tiny")
+    run.append_metrics({"epoch": 1})
+    RunDirectory.create(run.path)
+    assert run.read_metrics() == []

@@ -1,0 +1,483 @@
+"""Greedy and beam search over an encoder-decoder, batched and in graph mode.
+
+A model is anything with the interface of `attncli.model.Seq2Seq`:
+
+    memory, state = model.encode(source_ids, training=False)
+    logits, state, weights = model.decode_step(token_ids, state, memory, training=False)
+
+with `source_ids` `(batch_size, Ts)` padded with 0, `token_ids` `(batch_size,)`,
+`logits` `(batch_size, V)`, `weights` `(batch_size, Ts)` (the attention weights of that
+step), and every tensor of `memory` (a dict) and `state` (a tuple) batch-first.
+
+Each search is one `tf.while_loop` over target positions, so under `tf.function` (see
+`compile_search`) the whole translation of a batch is a single graph call. A hypothesis
+is scored as in Wu et al. 2016 ("Google's Neural Machine Translation System", eq. 14):
+
+    lp(Y)       = ((5 + |Y|) / 6) ** alpha
+    score(Y, X) = log P(Y | X) / lp(Y)
+
+where `|Y|` counts the emitted tokens, end-of-sentence included. Padding and
+start-of-sentence are never emitted: their logits are masked before the softmax, so
+`log P` is normalised over the tokens that can be emitted.
+
+A sentence stops at end-of-sentence, or when it reaches its own maximum length
+`ceil(max_length_ratio * source_length) + max_length_offset` (source length: its
+non-padding tokens), so a sentence gets the same result alone and inside a batch.
+"""
+
+import math
+from typing import NamedTuple
+
+import tensorflow as tf
+
+from attncli.search_config import SearchConfig
+from attncli.vocabulary import END, PAD, START
+
+
+class Hypotheses(NamedTuple):
+    """The n best hypotheses of each sentence, best first.
+
+    Attributes:
+        token_ids: int32 `(batch_size, n, T)`: the emitted tokens, end-of-sentence
+            included when it was emitted, then padding (0). `T` is the number of decoding
+            steps the batch took.
+        lengths: int32 `(batch_size, n)`: the number of emitted tokens, end-of-sentence
+            included. A hypothesis without end-of-sentence stopped at its maximum length.
+        scores: float32 `(batch_size, n)`: `log P(Y | X) / lp(Y)`, sorted in decreasing
+            order. `-inf` marks an empty slot (a beam larger than the hypotheses that
+            exist).
+        log_probs: float32 `(batch_size, n)`: `log P(Y | X)`.
+        weights: float32 `(batch_size, n, T, Ts)`: the attention weights over the source
+            when each token was emitted; zero after the hypothesis ended.
+    """
+
+    token_ids: tf.Tensor
+    lengths: tf.Tensor
+    scores: tf.Tensor
+    log_probs: tf.Tensor
+    weights: tf.Tensor
+
+
+def length_penalty(lengths, alpha):
+    """`lp(Y) = ((5 + |Y|) / 6) ** alpha` (Wu et al. 2016, eq. 14), float32."""
+    return tf.pow((5.0 + tf.cast(lengths, tf.float32)) / 6.0, alpha)
+
+
+def max_target_lengths(source_ids, max_length_ratio, max_length_offset):
+    """`ceil(max_length_ratio * source_length) + max_length_offset` per sentence, int32.
+
+    `source_length` counts the non-padding ids of each row of `source_ids`.
+    """
+    source_lengths = tf.reduce_sum(tf.cast(source_ids != PAD, tf.float32), axis=1)
+    scaled = tf.math.ceil(max_length_ratio * source_lengths)
+    return tf.cast(scaled, tf.int32) + max_length_offset
+
+
+def _emittable(logits):
+    """`logits` in float32 with padding and start-of-sentence set to -inf."""
+    logits = tf.cast(logits, tf.float32)
+    token_ids = tf.range(tf.shape(logits)[-1])
+    never_emitted = (token_ids == PAD) | (token_ids == START)
+    return tf.where(never_emitted, tf.constant(-math.inf), logits)
+
+
+def next_token_log_probs(logits):
+    """Log-softmax of `logits` `(..., V)` in float32, padding and start-of-sentence excluded."""
+    return tf.nn.log_softmax(_emittable(logits), axis=-1)
+
+
+def top_next_tokens(logits, k):
+    """The `k` most probable next tokens of each row, best first (ties: lower id first).
+
+    `log p(y) = logit(y) - logsumexp(logits)` over the tokens that can be emitted, so
+    only the `k` chosen entries are normalised; the full `(rows, V)` log-softmax is
+    never formed.
+
+    Args:
+        logits: `(rows, V)`.
+        k: int or int32 scalar tensor, at most `V`.
+
+    Returns:
+        log_probs: float32 `(rows, k)`, and ids: int32 `(rows, k)`.
+    """
+    logits = _emittable(logits)
+    values, ids = tf.math.top_k(logits, k)
+    return values - tf.reduce_logsumexp(logits, axis=-1, keepdims=True), ids
+
+
+def _validate(max_length_ratio, max_length_offset, beam_size=1, n_best=1, alpha=0.0):
+    """Raises ValueError naming the first bad setting (the checks of `SearchConfig`)."""
+    SearchConfig(beam_size, alpha, n_best, max_length_ratio, max_length_offset)
+
+
+def _same_structure(template, tensors):
+    """`tensors` packed like `template` (a decoder may return a list for a tuple)."""
+    return tf.nest.pack_sequence_as(template, tf.nest.flatten(tensors))
+
+
+def _decode_unfinished(model, token_ids, state, memory, finished, k):
+    """One decoder step, computed for the unfinished rows only, and its `k` best tokens.
+
+    A finished hypothesis is frozen, so its logits would never be read: the rows still
+    decoding are gathered, the decoder runs on them alone, and the results are
+    scattered back. Late in a search most rows have finished, and this is what makes
+    a batch cost about as much as the tokens it emits.
+
+    Args:
+        token_ids: int32 `(rows,)`.
+        state: the decoder state, a tuple of `(rows, ...)` tensors.
+        memory: the dict from `encode`, `(rows, ...)` tensors.
+        finished: bool `(rows,)`, with at least one False.
+        k: int, how many tokens to return per row (`min(k, V)` are).
+
+    Returns:
+        log_probs: float32 `(rows, k)` and ids: int32 `(rows, k)`, `top_next_tokens`
+            of the logits; 0 on finished rows.
+        state: the new state of unfinished rows, the old one of finished rows.
+        weights: float32 `(rows, Ts)`, the step's attention weights; 0 on finished rows.
+    """
+    unfinished = tf.where(~finished)  # (alive, 1), int64
+
+    def take(tensor):
+        return tf.gather_nd(tensor, unfinished)
+
+    logits, new_state, weights = model.decode_step(
+        take(token_ids),
+        tf.nest.map_structure(take, state),
+        tf.nest.map_structure(take, memory),
+        training=False,
+    )
+    rows = tf.shape(finished, out_type=tf.int64)[0]
+
+    def scatter(values):
+        shape = tf.concat([[rows], tf.shape(values, out_type=tf.int64)[1:]], axis=0)
+        return tf.scatter_nd(unfinished, values, shape)
+
+    new_state = tf.nest.map_structure(
+        lambda old, new: tf.tensor_scatter_nd_update(old, unfinished, tf.cast(new, old.dtype)),
+        state,
+        _same_structure(state, new_state),
+    )
+    log_probs, ids = top_next_tokens(logits, tf.minimum(k, tf.shape(logits)[-1]))
+    return scatter(log_probs), scatter(ids), new_state, scatter(tf.cast(weights, tf.float32))
+
+
+def greedy_search(
+    model,
+    source_ids,
+    *,
+    alpha=0.6,
+    max_length_ratio=2.0,
+    max_length_offset=10,
+):
+    """Translate a batch by emitting the most probable token at every step.
+
+    Args:
+        model: an encoder-decoder with `encode` and `decode_step` (see the module).
+        source_ids: int32 `(batch_size, Ts)`, padded with 0.
+        alpha: the length penalty's exponent, used for `scores` only (greedy search
+            does not rank hypotheses). Defaults to `0.6`.
+        max_length_ratio: float >= 0, maximum target length per source token.
+            Defaults to `2.0`.
+        max_length_offset: int >= 1, added to the maximum target length. Defaults to
+            `10`.
+
+    Returns:
+        `Hypotheses` with `n = 1`.
+    """
+    _validate(max_length_ratio, max_length_offset, alpha=alpha)
+    source_ids = tf.convert_to_tensor(source_ids, tf.int32)
+    batch_size = tf.shape(source_ids)[0]
+    max_lengths = max_target_lengths(source_ids, max_length_ratio, max_length_offset)
+    memory, initial_state = model.encode(source_ids, training=False)
+
+    def step(t, token_ids, state, finished, lengths, log_probs, tokens, weights):
+        best_log_probs, best, state, step_weights = _decode_unfinished(
+            model, token_ids, state, memory, finished, 1
+        )  # (batch, 1), (batch, 1), ..., (batch, Ts)
+        alive = ~finished
+        token_ids = tf.where(alive, best[:, 0], PAD)
+        log_probs += tf.where(alive, best_log_probs[:, 0], 0.0)
+        lengths += tf.cast(alive, tf.int32)
+        finished = finished | (token_ids == END) | (lengths >= max_lengths)
+        return (
+            t + 1,
+            token_ids,
+            state,
+            finished,
+            lengths,
+            log_probs,
+            tokens.write(t, token_ids),
+            weights.write(t, step_weights),
+        )
+
+    def not_done(t, token_ids, state, finished, *unused):
+        return ~tf.reduce_all(finished)
+
+    _, _, _, _, lengths, log_probs, tokens, weights = tf.while_loop(
+        not_done,
+        step,
+        (
+            tf.constant(0),
+            tf.fill([batch_size], START),
+            initial_state,
+            tf.zeros([batch_size], tf.bool),
+            tf.zeros([batch_size], tf.int32),
+            tf.zeros([batch_size], tf.float32),
+            tf.TensorArray(tf.int32, size=0, dynamic_size=True, element_shape=[None]),
+            tf.TensorArray(tf.float32, size=0, dynamic_size=True, element_shape=[None, None]),
+        ),
+        maximum_iterations=tf.reduce_max(max_lengths),
+    )
+    token_ids = tf.transpose(tokens.stack())  # (batch, T)
+    weights = tf.transpose(weights.stack(), [1, 0, 2])  # (batch, T, Ts)
+    return Hypotheses(
+        token_ids=token_ids[:, None, :],
+        lengths=lengths[:, None],
+        scores=(log_probs / length_penalty(lengths, alpha))[:, None],
+        log_probs=log_probs[:, None],
+        weights=weights[:, None, :, :],
+    )
+
+
+def beam_search(
+    model,
+    source_ids,
+    *,
+    beam_size=4,
+    alpha=0.6,
+    n_best=None,
+    max_length_ratio=2.0,
+    max_length_offset=10,
+):
+    """Translate a batch keeping the `beam_size` best hypotheses of each sentence.
+
+    Every step extends each unfinished hypothesis by every token, and keeps the
+    `beam_size` best of all candidates by `score = log P / lp`. A hypothesis that
+    emitted end-of-sentence (or reached its maximum length) is finished: it stays in
+    the beam as one candidate with its score unchanged and is never extended, so it is
+    only displaced by better ones.
+
+    A sentence is settled, and all its hypotheses finished, as soon as `n_best` of its
+    finished hypotheses score at least `log P / lp(max_length)` of every unfinished one:
+    for `alpha >= 0` that bounds the score of any continuation (`log P` only falls, `lp`
+    only grows), so no later step could change its n best. The loop ends when every
+    hypothesis of the batch is finished. Tokens, back-pointers and attention weights are
+    stored per step and followed back from the final beams, so the weights returned
+    belong to the tokens returned.
+
+    Args:
+        model: an encoder-decoder with `encode` and `decode_step` (see the module).
+        source_ids: int32 `(batch_size, Ts)`, padded with 0.
+        beam_size: int >= 1. Defaults to `4`. `beam_size=1` gives exactly the tokens of
+            `greedy_search`.
+        alpha: the length penalty's exponent; `0` ranks by `log P` alone. Defaults to
+            `0.6` (Wu et al. 2016 found 0.6 to 0.7 best).
+        n_best: int in `[1, beam_size]`, how many hypotheses to return per sentence;
+            fewer settle sooner. Defaults to `beam_size`.
+        max_length_ratio: float >= 0, maximum target length per source token.
+            Defaults to `2.0`.
+        max_length_offset: int >= 1, added to the maximum target length. Defaults to
+            `10`.
+
+    Returns:
+        `Hypotheses` with `n = n_best`, best first.
+    """
+    n_best = beam_size if n_best is None else n_best
+    _validate(max_length_ratio, max_length_offset, beam_size, n_best, alpha)
+    source_ids = tf.convert_to_tensor(source_ids, tf.int32)
+    batch_size = tf.shape(source_ids)[0]
+    max_lengths = max_target_lengths(source_ids, max_length_ratio, max_length_offset)
+    memory, initial_state = model.encode(source_ids, training=False)
+
+    # Each sentence's memory and state repeated beam_size times: row b * beam_size + k
+    # is beam k of sentence b.
+    def tile(tensor):
+        return tf.repeat(tensor, beam_size, axis=0)
+
+    memory = tf.nest.map_structure(tile, memory)
+    initial_state = tf.nest.map_structure(tile, initial_state)
+    row_offsets = tf.range(batch_size)[:, None] * beam_size  # (batch, 1)
+
+    # Beams 1.. start finished with log P = -inf, so the first step expands beam 0
+    # alone; a slot that no candidate can fill stays empty with score -inf.
+    first_beam = tf.range(beam_size) == 0
+    initial_log_probs = tf.tile(tf.where(first_beam, 0.0, -math.inf)[None], [batch_size, 1])
+    initial_finished = tf.tile(~first_beam[None], [batch_size, 1])
+
+    # The best score any continuation of a hypothesis can reach, per sentence.
+    lp_at_max_length = length_penalty(max_lengths, alpha)[:, None]  # (batch, 1)
+
+    def settled(finished, log_probs, lengths):
+        """(batch, 1): whether `n_best` finished hypotheses beat every unfinished one."""
+        scores = log_probs / length_penalty(lengths, alpha)
+        bounds = tf.where(finished, -math.inf, log_probs / lp_at_max_length)
+        best_bound = tf.reduce_max(bounds, axis=1, keepdims=True)
+        unbeatable = finished & (scores >= best_bound)
+        return tf.reduce_sum(tf.cast(unbeatable, tf.int32), axis=1, keepdims=True) >= n_best
+
+    def step(t, token_ids, state, finished, lengths, log_probs, tokens, parents, weights):
+        # The beam_size best continuations of a sentence are among the beam_size best
+        # tokens of each of its hypotheses (log P and lp are the same along a row).
+        top_log_probs, top_ids, new_state, step_weights = _decode_unfinished(
+            model, token_ids, state, memory, tf.reshape(finished, [-1]), beam_size
+        )
+        k = tf.shape(top_ids)[-1]  # beam_size, or V if smaller
+        top_log_probs = tf.reshape(top_log_probs, [batch_size, beam_size, k])
+        top_ids = tf.reshape(top_ids, [batch_size, beam_size, k])
+        # A finished beam's only candidate is itself followed by padding, log P kept.
+        frozen = tf.where(tf.range(k) == 0, 0.0, -math.inf)  # (k,)
+        extension = tf.where(finished[:, :, None], frozen, top_log_probs)
+        extension_ids = tf.where(finished[:, :, None], PAD, top_ids)
+        candidate_log_probs = log_probs[:, :, None] + extension  # (batch, beam, k)
+        candidate_lengths = lengths + tf.cast(~finished, tf.int32)  # (batch, beam)
+        candidate_scores = candidate_log_probs / length_penalty(candidate_lengths, alpha)[
+            :, :, None
+        ]
+        flat_size = beam_size * k
+        _, best = tf.math.top_k(tf.reshape(candidate_scores, [batch_size, flat_size]), beam_size)
+        beam_parents = best // k  # (batch, beam)
+        token_ids = tf.gather(
+            tf.reshape(extension_ids, [batch_size, flat_size]), best, batch_dims=1
+        )
+        log_probs = tf.gather(
+            tf.reshape(candidate_log_probs, [batch_size, flat_size]), best, batch_dims=1
+        )
+        lengths = tf.gather(candidate_lengths, beam_parents, batch_dims=1)
+        parent_finished = tf.gather(finished, beam_parents, batch_dims=1)
+        finished = (
+            parent_finished
+            | (token_ids == END)
+            | (lengths >= max_lengths[:, None])
+            | tf.math.is_inf(log_probs)
+        )
+        finished |= settled(finished, log_probs, lengths)
+        step_weights = tf.reshape(step_weights, [batch_size, beam_size, -1])
+        # Zero where the parent had finished (its row was not decoded).
+        step_weights = tf.gather(step_weights, beam_parents, batch_dims=1)
+        rows = tf.reshape(beam_parents + row_offsets, [-1])  # (batch * beam,)
+        new_state = tf.nest.map_structure(lambda s: tf.gather(s, rows), new_state)
+        return (
+            t + 1,
+            tf.reshape(token_ids, [-1]),
+            new_state,
+            finished,
+            lengths,
+            log_probs,
+            tokens.write(t, token_ids),
+            parents.write(t, beam_parents),
+            weights.write(t, step_weights),
+        )
+
+    def not_done(t, token_ids, state, finished, *unused):
+        return ~tf.reduce_all(finished)
+
+    def step_array(dtype, element_shape):
+        return tf.TensorArray(dtype, size=0, dynamic_size=True, element_shape=element_shape)
+
+    loop_vars = (
+        tf.constant(0),
+        tf.fill([batch_size * beam_size], START),
+        initial_state,
+        initial_finished,
+        tf.zeros([batch_size, beam_size], tf.int32),
+        initial_log_probs,
+        step_array(tf.int32, [None, beam_size]),
+        step_array(tf.int32, [None, beam_size]),
+        step_array(tf.float32, [None, beam_size, None]),
+    )
+    _, _, _, _, lengths, log_probs, tokens, parents, weights = tf.while_loop(
+        not_done, step, loop_vars, maximum_iterations=tf.reduce_max(max_lengths)
+    )
+
+    scores = log_probs / length_penalty(lengths, alpha)
+    scores, order = tf.math.top_k(scores, n_best)  # (batch, n_best)
+    token_ids, weights = _follow_back_pointers(
+        order, tokens.stack(), parents.stack(), weights.stack()
+    )
+    return Hypotheses(
+        token_ids=token_ids,
+        lengths=tf.gather(lengths, order, batch_dims=1),
+        scores=scores,
+        log_probs=tf.gather(log_probs, order, batch_dims=1),
+        weights=weights,
+    )
+
+
+def _follow_back_pointers(final_beams, tokens, parents, weights):
+    """Tokens and weights of the hypotheses in `final_beams`, read from the last step back.
+
+    Args:
+        final_beams: int32 `(batch, n)`, beam slots after the last step.
+        tokens: int32 `(T, batch, beam)`, the token each slot emitted at each step.
+        parents: int32 `(T, batch, beam)`, the slot each slot came from at each step.
+        weights: float32 `(T, batch, beam, Ts)`.
+
+    Returns:
+        token_ids `(batch, n, T)` and weights `(batch, n, T, Ts)`.
+    """
+
+    def back(carry, step):
+        slots, _, _ = carry
+        step_tokens, step_parents, step_weights = step
+        return (
+            tf.gather(step_parents, slots, batch_dims=1),
+            tf.gather(step_tokens, slots, batch_dims=1),
+            tf.gather(step_weights, slots, batch_dims=1),
+        )
+
+    batch_size, n = tf.unstack(tf.shape(final_beams))
+    initial = (
+        final_beams,
+        tf.zeros([batch_size, n], tf.int32),
+        tf.zeros([batch_size, n, tf.shape(weights)[-1]], tf.float32),
+    )
+    _, token_ids, hypothesis_weights = tf.scan(
+        back, (tokens, parents, weights), initializer=initial, reverse=True
+    )
+    # token_ids: T x batch x n ; weights: T x batch x n x Ts
+    return tf.transpose(token_ids, [1, 2, 0]), tf.transpose(hypothesis_weights, [1, 2, 0, 3])
+
+
+def compile_search(
+    model,
+    *,
+    beam_size=1,
+    alpha=0.6,
+    n_best=None,
+    max_length_ratio=2.0,
+    max_length_offset=10,
+):
+    """The search as one `tf.function` from `source_ids` to `Hypotheses`, traced once.
+
+    `beam_size=1` runs `greedy_search` (then `n_best` must be 1 or None), larger beams
+    run `beam_search`. The function takes int32 `(batch_size, Ts)` of any size without
+    retracing. Arguments as in `beam_search`.
+    """
+    n_best = beam_size if n_best is None else n_best
+    _validate(max_length_ratio, max_length_offset, beam_size, n_best, alpha)
+    if beam_size == 1:
+
+        def run(source_ids):
+            return greedy_search(
+                model,
+                source_ids,
+                alpha=alpha,
+                max_length_ratio=max_length_ratio,
+                max_length_offset=max_length_offset,
+            )
+
+    else:
+
+        def run(source_ids):
+            return beam_search(
+                model,
+                source_ids,
+                beam_size=beam_size,
+                alpha=alpha,
+                n_best=n_best,
+                max_length_ratio=max_length_ratio,
+                max_length_offset=max_length_offset,
+            )
+
+    return tf.function(run, input_signature=[tf.TensorSpec([None, None], tf.int32)])

@@ -1,0 +1,171 @@
+"""`attncli inspect-weights RUN`: look inside a trained model.
+
+    --text "..."    translate it and print the attention matrix as a shaded table
+    --png FILE      the same matrix as a labelled picture
+    --step T        the worked-example table of `score-demo` for output token T,
+                    computed from the trained model: each source position's score,
+                    softmax weight and weighted value, and the context
+    --params        every weight tensor with its statistics, the attention's own first
+
+Everything asked for is printed to stdout (it is the result of the command).
+"""
+
+import sys
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from attncli.errors import AttncliError
+from attncli.heatmap import heatmap_table, save_heatmap_png
+
+
+def parameter_table(model, decimals=4):
+    """A table of every weight: layer path, shape and summary statistics.
+
+    The attention layer's matrices (W_a, W_q, W_k, v, ...) come first.
+    """
+    attention = {id(weight) for weight in model.decoder.attention.weights}
+    weights = sorted(model.weights, key=lambda weight: id(weight) not in attention)
+    table = Table(title="model weights (attention first)")
+    for name in ("weight", "shape", "mean", "std", "min", "max", "norm"):
+        table.add_column(name, justify="left" if name in ("weight", "shape") else "right")
+    for weight in weights:
+        values = np.asarray(weight.numpy(), dtype="float64")
+        table.add_row(
+            weight.path,
+            "×".join(str(size) for size in values.shape) or "scalar",
+            *(
+                f"{statistic:.{decimals}f}"
+                for statistic in (
+                    values.mean(), values.std(), values.min(), values.max(),
+                    np.linalg.norm(values.ravel()),
+                )
+            ),
+        )
+    total = sum(int(np.prod(weight.shape)) for weight in model.weights)
+    table.caption = f"{len(weights)} tensors, {total:,} parameters"
+    return table
+
+
+def step_walk(loaded, translation, hypothesis, step):
+    """The attention computation of output token `step` (1-based), replayed.
+
+    The decoder is run over the hypothesis's own tokens up to `step`; the query it
+    built there is scored against the encoder states by the model's attention layer.
+
+    Returns:
+        dict of numpy arrays: `query`, `scores`, `weights`, `values`,
+        `weighted_values`, `context`, and the token strings.
+    """
+    import tensorflow as tf
+
+    from attncli.vocabulary import START
+
+    if not 1 <= step <= len(hypothesis.tokens):
+        raise AttncliError(
+            f"--step {step} is out of range: the translation has "
+            f"{len(hypothesis.tokens)} output tokens (1..{len(hypothesis.tokens)})"
+        )
+    model = loaded.model
+    translator = loaded.translator()
+    _, source_ids = translator.source_ids(tf.constant([translation.source]))
+    memory, state = model.encode(source_ids)
+    vocabulary = loaded.target_tokenizer.vocabulary
+    previous = [START] + [vocabulary.id_of(token) for token in hypothesis.tokens]
+    for t in range(step):
+        before = state
+        _, state, weights = model.decode_step(tf.constant([previous[t]]), state, memory)
+    # Bahdanau attends from the state before the step; Luong from the RNN's new output.
+    query = (before if model.config.decoder == "bahdanau" else state)[0]
+    attention = model.decoder.attention
+    scores = attention.score_projected(query[:, None, :], memory["projected_keys"])
+    values = np.asarray(memory["values"][0])
+    weights = np.asarray(weights[0])
+    return {
+        "query": np.asarray(query[0]),
+        "scores": np.asarray(scores[0, 0]),
+        "weights": weights,
+        "values": values,
+        "weighted_values": weights[:, None] * values,
+        "context": (weights[:, None] * values).sum(axis=0),
+        "source_tokens": list(translation.source_tokens),
+        "output_token": hypothesis.tokens[step - 1],
+        "previous_token": "<start>" if step == 1 else hypothesis.tokens[step - 2],
+    }
+
+
+def _short(vector, decimals, shown=4):
+    head = ", ".join(f"{value:.{decimals}f}" for value in vector[:shown])
+    more = ", …" if len(vector) > shown else ""
+    return f"[{head}{more}] ‖{np.linalg.norm(vector):.{decimals}f}‖"
+
+
+def step_table(walk, step, score_name, decimals=4):
+    """The worked-example table of one output step, as `score-demo` lays it out."""
+    table = Table(
+        title=f"output token {step} {walk['output_token']!r} "
+        f"(after {walk['previous_token']!r}); score: {score_name}; "
+        f"query {_short(walk['query'], decimals)}",
+    )
+    table.add_column("s", justify="right")
+    table.add_column("source token")
+    table.add_column("encoder hidden h̄_s")
+    table.add_column("1. score", justify="right")
+    table.add_column("2. softmax", justify="right")
+    table.add_column("3. alignment a_s·h̄_s")
+    best = int(np.argmax(walk["weights"]))
+    for s, token in enumerate(walk["source_tokens"]):
+        style = "bold" if s == best else None
+        table.add_row(
+            str(s + 1), token, _short(walk["values"][s], decimals),
+            f"{walk['scores'][s]:.{decimals}f}", f"{walk['weights'][s]:.{decimals}f}",
+            _short(walk["weighted_values"][s], decimals), style=style,
+        )
+    table.add_section()
+    table.add_row("4. sum", "", "", "", f"{walk['weights'].sum():.{decimals}f}",
+                  "context " + _short(walk["context"], decimals))
+    return table
+
+
+def inspect(run_path, text, beam, png, step, params, decimals):
+    """Run `attncli inspect-weights`; returns the process exit code."""
+    from attncli.translate_command import model_directory
+
+    if (png is not None or step is not None) and not text:
+        raise AttncliError("--png and --step need the sentence to look at: add --text \"...\"")
+    if not (text or params):
+        raise AttncliError(
+            "nothing to inspect: give --text \"SENTENCE\" (with --png or --step) and/or --params"
+        )
+    if beam is not None and beam < 1:
+        raise AttncliError(f"--beam must be >= 1, got {beam}")
+    directory = model_directory(run_path)
+
+    from attncli.saving import load_model
+    from attncli.search_config import SearchConfig
+
+    loaded = load_model(directory)
+    # Piped output is not cut at 80 columns: the tables are the result.
+    out = Console(width=None if sys.stdout.isatty() else 200)
+    if params:
+        out.print(parameter_table(loaded.model, decimals))
+    if not text:
+        return 0
+    search = SearchConfig(beam_size=beam or 1, n_best=1)
+    [translation] = loaded.translator(search).translate([text])
+    hypothesis = translation.hypotheses[0]
+    source_tokens = list(translation.source_tokens)
+    out.print(f"{text}  →  {hypothesis.text}", highlight=False)
+    out.print(heatmap_table(
+        source_tokens, list(hypothesis.tokens), hypothesis.weights,
+        title=f"attention weights ({'greedy' if search.beam_size == 1 else f'beam {search.beam_size}'})",
+    ))
+    if png is not None:
+        save_heatmap_png(source_tokens, list(hypothesis.tokens), hypothesis.weights, png,
+                         title=f"{text} → {hypothesis.text}")
+        out.print(f"saved {png}", highlight=False)
+    if step is not None:
+        walk = step_walk(loaded, translation, hypothesis, step)
+        out.print(step_table(walk, step, loaded.model.config.score, decimals))
+    return 0

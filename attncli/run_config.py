@@ -1,0 +1,122 @@
+"""The whole configuration of a run: `data`, `model`, `training` and `decoding`.
+
+    run = load_run_config("configs/default.yaml", overrides=["training.epochs=3"])
+
+Every section is a validated dataclass (see `attncli.config`); the YAML file and the
+`--set` overrides are merged first, then checked as a whole, so a bad key is
+reported with its full path whichever of the two it came from. No TensorFlow here.
+"""
+
+import dataclasses
+from importlib import resources
+
+from attncli.config import ConfigError, apply_overrides, from_mapping, load_yaml
+from attncli.data_config import DataConfig
+from attncli.model_config import ModelConfig
+from attncli.search_config import SearchConfig
+from attncli.training_config import TrainingConfig
+
+# Vocabulary sizes are facts of the data, not choices: they come from the vocabularies.
+_FROM_VOCABULARIES = ("source_vocab_size", "target_vocab_size")
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopConfig(TrainingConfig):
+    """The `training:` section: the training step's settings plus the loop's.
+
+    Args (beyond `TrainingConfig`'s optimiser, schedule and loss):
+        epochs: int >= 1, passes over the training pairs. Defaults to 10.
+        max_minutes: float or None, stop (with a checkpoint and the best model kept)
+            once training has run this long. Defaults to None.
+        patience: int or None, stop after this many evaluations without a better
+            validation metric. Defaults to None (never stop early).
+        seed: int, seeds weights, dropout and data order. Defaults to 0.
+        checkpoint_every: int >= 1, steps between checkpoints (one is also written
+            at the end of each epoch and on interruption). Defaults to 500.
+        eval_sentences: int or None, validation pairs decoded for the metric after
+            each epoch (all of them for the loss). Defaults to 500.
+        eval_beam_size: int >= 1, the beam used for that metric. Defaults to 1.
+    """
+
+    epochs: int = 10
+    max_minutes: float | None = None
+    patience: int | None = None
+    seed: int = 0
+    checkpoint_every: int = 500
+    eval_sentences: int | None = 500
+    eval_beam_size: int = 1
+
+    def __post_init__(self):
+        super().__post_init__()
+        for name in ("epochs", "checkpoint_every", "eval_beam_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("patience", "eval_sentences"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1 or null, got {value}")
+        if self.max_minutes is not None and self.max_minutes <= 0:
+            raise ValueError(f"max_minutes must be positive or null, got {self.max_minutes}")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """Everything a run needs to be repeated.
+
+    Args:
+        name: str, the run's name; its directory defaults to `runs/NAME`.
+        data: `DataConfig`.
+        model: `ModelConfig` without the vocabulary sizes (taken from the data).
+        training: `LoopConfig`.
+        decoding: `SearchConfig`, the default search of `attncli translate`.
+    """
+
+    name: str = "default"
+    data: DataConfig = dataclasses.field(default_factory=DataConfig)
+    model: dict = dataclasses.field(default_factory=dict)
+    training: LoopConfig = dataclasses.field(default_factory=LoopConfig)
+    decoding: SearchConfig = dataclasses.field(default_factory=SearchConfig)
+
+    def model_config(self, source_vocab_size, target_vocab_size):
+        """The `ModelConfig` of this run for vocabularies of the given sizes."""
+        return ModelConfig(
+            source_vocab_size=source_vocab_size,
+            target_vocab_size=target_vocab_size,
+            **self.model,
+        )
+
+
+def run_config_from_mapping(mapping):
+    """Validate a whole configuration mapping (YAML and overrides merged)."""
+    if not isinstance(mapping, dict):
+        raise ConfigError("the configuration must be a mapping of sections")
+    mapping = dict(mapping)
+    model = mapping.get("model") or {}
+    if not isinstance(model, dict):
+        raise ConfigError("model: expected a mapping of keys to values")
+    for key in _FROM_VOCABULARIES:
+        if key in model:
+            side = key.split("_")[0]
+            raise ConfigError(
+                f"model.{key}: set by the vocabulary; choose its size with "
+                f"data.{side}.vocab_size instead"
+            )
+    # Validated with stand-in vocabulary sizes, so a bad model key fails now, not
+    # after the corpus has been read.
+    from_mapping(ModelConfig, {**model, "source_vocab_size": 5, "target_vocab_size": 5},
+                 "model")
+    mapping.pop("model", None)
+    config = from_mapping(RunConfig, mapping)
+    return dataclasses.replace(config, model=dict(model))
+
+
+def load_run_config(path=None, overrides=()):
+    """Read a run configuration from YAML (the bundled default if `path` is None)."""
+    mapping = load_yaml(path) if path is not None else load_yaml(default_config_path())
+    apply_overrides(mapping, overrides)
+    return run_config_from_mapping(mapping)
+
+
+def default_config_path():
+    """The `default.yaml` shipped with attncli: the bundled corpus, ten minutes on a CPU."""
+    return resources.files("attncli") / "configs" / "default.yaml"

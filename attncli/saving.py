@@ -1,0 +1,223 @@
+"""A trained model in one self-contained directory, and its export as a TF SavedModel.
+
+A model directory holds everything needed to translate:
+
+    config.json              format, version, the ModelConfig, source_end, metadata
+    model.weights.h5         the weights (Keras `save_weights`)
+    source.tokenizer.json    source tokenizer settings (level, normalisation, ...)
+    source.vocab.txt         source vocabulary, one token per line in id order
+    target.tokenizer.json
+    target.vocab.txt
+
+It is written into a temporary directory beside the destination and moved into place
+with `os.replace`, so a reader never sees a half-written model.
+
+`export_saved_model` writes a TensorFlow SavedModel whose signatures take a batch of
+source strings and return translations: tokenization, search and detokenization are all
+in the graph, so it is served without attncli. Its tokenizer runs tensorflow-text ops,
+so the process that loads it must `import tensorflow_text` first (that registers them):
+
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
+    exported = tf.saved_model.load("exported/")
+    exported.signatures["beam"](texts=tf.constant(["Hace frío."]))["translations"]
+"""
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import NamedTuple
+
+from attncli.errors import AttncliError
+from attncli.search_config import SearchConfig
+
+FORMAT = "attncli-model"
+VERSION = 1
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.weights.h5"
+
+
+class ModelFileError(AttncliError):
+    """A model directory that is missing, incomplete or of another format."""
+
+
+class LoadedModel(NamedTuple):
+    """What `load_model` reads back.
+
+    Attributes:
+        model: the `Seq2Seq`, weights loaded.
+        source_tokenizer, target_tokenizer: `Tokenizer`s with their vocabularies.
+        source_end: whether the model was trained with the end id appended to sources.
+        metadata: the dict given to `save_model` (e.g. the training configuration).
+    """
+
+    model: object
+    source_tokenizer: object
+    target_tokenizer: object
+    source_end: bool
+    metadata: dict
+
+    def translator(self, search=None):
+        """A `Translator` for this model with `search` (a `SearchConfig`, greedy if None)."""
+        from attncli.translation import Translator
+
+        return Translator(
+            self.model, self.source_tokenizer, self.target_tokenizer, search, self.source_end
+        )
+
+
+def save_model(
+    directory, model, source_tokenizer, target_tokenizer, *, source_end=False, metadata=None
+):
+    """Writes `model` and its tokenizers into `directory`, replacing what was there.
+
+    Args:
+        directory: path of the model directory (created, or replaced as a whole).
+        model: a `Seq2Seq`.
+        source_tokenizer, target_tokenizer: `Tokenizer`s with their vocabularies.
+        source_end: bool, whether sources get the end id appended (as in training).
+            Defaults to False.
+        metadata: a JSON-serialisable dict stored in `config.json` (for instance the
+            training configuration and results). Defaults to None.
+    """
+    directory = Path(directory)
+    config = {
+        "format": FORMAT,
+        "version": VERSION,
+        "model": model.config.to_dict(),
+        "source_end": bool(source_end),
+        "metadata": metadata or {},
+    }
+    with _staging(directory) as staging:
+        (staging / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", "utf-8")
+        model.save_weights(str(staging / WEIGHTS_FILE))
+        source_tokenizer.save(staging, "source")
+        target_tokenizer.save(staging, "target")
+
+
+def load_model(directory):
+    """Reads a directory written by `save_model`.
+
+    Returns:
+        A `LoadedModel`.
+
+    Raises:
+        ModelFileError: when the directory is not a readable attncli model.
+    """
+    from attncli.model import Seq2Seq
+    from attncli.model_config import ModelConfig
+    from attncli.tokenization import Tokenizer
+
+    directory = Path(directory)
+    config_path = directory / CONFIG_FILE
+    try:
+        config = json.loads(config_path.read_text("utf-8"))
+    except FileNotFoundError:
+        raise ModelFileError(f"{directory} is not an attncli model: no {CONFIG_FILE}") from None
+    except (OSError, ValueError) as error:
+        raise ModelFileError(f"cannot read {config_path}: {error}") from None
+    if not isinstance(config, dict) or config.get("format") != FORMAT:
+        raise ModelFileError(f"{config_path} is not an attncli model configuration")
+    if config.get("version") != VERSION:
+        raise ModelFileError(
+            f"{config_path} has format version {config.get('version')}; "
+            f"this attncli reads version {VERSION}"
+        )
+    weights_path = directory / WEIGHTS_FILE
+    if not weights_path.is_file():
+        raise ModelFileError(f"{directory} is incomplete: no {WEIGHTS_FILE}")
+    model = Seq2Seq(ModelConfig(**config["model"]))
+    model.load_weights(str(weights_path))
+    return LoadedModel(
+        model=model,
+        source_tokenizer=Tokenizer.load(directory, "source"),
+        target_tokenizer=Tokenizer.load(directory, "target"),
+        source_end=config["source_end"],
+        metadata=config["metadata"],
+    )
+
+
+def export_saved_model(
+    directory,
+    model,
+    source_tokenizer,
+    target_tokenizer,
+    *,
+    source_end=False,
+    beam_size=4,
+    alpha=0.6,
+    max_length_ratio=2.0,
+    max_length_offset=10,
+):
+    """Writes a TF SavedModel translating strings, loadable without attncli.
+
+    Signatures, each taking `texts`, a string tensor `(batch,)`, and returning
+    `translations` (strings) and `scores` (float32 `log P / lp`):
+
+    - `greedy` (also `serving_default`): outputs `(batch, 1)`.
+    - `beam`: beam search of `beam_size`, the whole n-best list `(batch, beam_size)`,
+      best first.
+
+    Args:
+        directory: path of the SavedModel directory (created, or replaced as a whole).
+        model, source_tokenizer, target_tokenizer, source_end: as in `save_model`.
+        beam_size: int >= 2, fixed in the `beam` signature. Defaults to 4.
+        alpha, max_length_ratio, max_length_offset: as in `SearchConfig`.
+    """
+    import keras
+    import tensorflow as tf
+
+    from attncli.translation import Translator
+
+    if beam_size < 2:
+        raise ValueError(f"beam_size must be >= 2 for the beam signature. Received: {beam_size}")
+    lengths = dict(max_length_ratio=max_length_ratio, max_length_offset=max_length_offset)
+    searches = {
+        "greedy": SearchConfig(beam_size=1, alpha=alpha, n_best=1, **lengths),
+        "beam": SearchConfig(beam_size=beam_size, alpha=alpha, n_best=beam_size, **lengths),
+    }
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    texts = [tf.TensorSpec([None], tf.string, name="texts")]
+    for name, search in searches.items():
+        translator = Translator(model, source_tokenizer, target_tokenizer, search, source_end)
+        archive.track(translator.source_table)
+        archive.add_endpoint(name, translator.serve, input_signature=texts)
+    with _staging(Path(directory)) as staging:
+        archive.write_out(str(staging), verbose=False)
+
+
+class _staging:
+    """Context manager: a fresh directory beside `destination`, moved onto it on success.
+
+    An existing `destination` is first moved aside, then deleted once the new one is in
+    place; on an error the staging directory is removed and `destination` is untouched.
+    """
+
+    def __init__(self, destination):
+        self.destination = destination
+
+    def __enter__(self):
+        self.destination.parent.mkdir(parents=True, exist_ok=True)
+        self.path = Path(
+            tempfile.mkdtemp(prefix=f".{self.destination.name}.", dir=self.destination.parent)
+        )
+        self.path.chmod(0o755)  # mkdtemp's 0o700 would make the model private
+        return self.path
+
+    def __exit__(self, error_type, error, traceback):
+        if error_type is not None:
+            shutil.rmtree(self.path, ignore_errors=True)
+            return False
+        retired = None
+        if self.destination.exists():
+            retired = tempfile.mkdtemp(
+                prefix=f".{self.destination.name}.old.", dir=self.destination.parent
+            )
+            os.replace(self.destination, retired)
+        os.replace(self.path, self.destination)
+        if retired is not None:
+            shutil.rmtree(retired)
+        return False

@@ -1,0 +1,51 @@
+"""The settings of a search, validated when they are set (no TensorFlow here)."""
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchConfig:
+    """How `attncli.decoding.compile_search` turns a source sentence into hypotheses.
+
+    Args:
+        beam_size: int >= 1; 1 is greedy search. Defaults to 1.
+        alpha: the exponent of the length penalty `lp(Y) = ((5 + |Y|) / 6) ** alpha`
+            (Wu et al. 2016); hypotheses are ranked by `log P(Y | X) / lp(Y)`, and `0`
+            ranks by `log P` alone. Defaults to 0.6.
+        n_best: int in `[1, beam_size]`, hypotheses returned per sentence, or None for
+            `beam_size`. Defaults to 1.
+        max_length_ratio: float >= 0; a sentence's translation has at most
+            `ceil(max_length_ratio * source_length) + max_length_offset` tokens.
+            Defaults to 2.0.
+        max_length_offset: int >= 1. Defaults to 10.
+    """
+
+    beam_size: int = 1
+    alpha: float = 0.6
+    n_best: int | None = 1
+    max_length_ratio: float = 2.0
+    max_length_offset: int = 10
+
+    def __post_init__(self):
+        if self.beam_size < 1:
+            raise ValueError(f"beam_size must be >= 1. Received: beam_size={self.beam_size}")
+        n_best = self.beam_size if self.n_best is None else self.n_best
+        if not 1 <= n_best <= self.beam_size:
+            raise ValueError(
+                f"n_best must be in [1, beam_size={self.beam_size}]. Received: n_best={n_best}"
+            )
+        if self.alpha < 0:
+            raise ValueError(f"alpha must be >= 0. Received: alpha={self.alpha}")
+        if self.max_length_ratio < 0:
+            raise ValueError(
+                f"max_length_ratio must be >= 0. Received: max_length_ratio={self.max_length_ratio}"
+            )
+        if self.max_length_offset < 1:
+            raise ValueError(
+                "max_length_offset must be >= 1. "
+                f"Received: max_length_offset={self.max_length_offset}"
+            )
+
+    def to_dict(self):
+        """The plain dict of every field: `compile_search(model, **config.to_dict())`."""
+        return dataclasses.asdict(self)

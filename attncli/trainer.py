@@ -1,0 +1,327 @@
+"""The training loop: compiled steps, evaluation, checkpoints and resumption.
+
+A run never loses work. Checkpoints (model, optimizer state, and the data position:
+epoch and batch) are written every `training.checkpoint_every` steps, at the end of
+each epoch and when the run is interrupted (Ctrl-C or SIGTERM); each is complete
+before TensorFlow's checkpoint index points at it, so a process killed at any
+moment leaves a run that `--resume` continues. The best model by the validation
+metric is kept in `RUN/model`, replaced atomically.
+"""
+
+import math
+import signal
+import time
+
+import keras
+import tensorflow as tf
+
+from attncli.data_config import read_splits
+from attncli.errors import AttncliError
+from attncli.metrics import pronunciation_scores, translation_scores
+from attncli.model import Seq2Seq
+from attncli.pipeline import PipelineStats, encode_pairs, epoch_batches
+from attncli.saving import save_model
+from attncli.search_config import SearchConfig
+from attncli.tokenization import Tokenizer
+from attncli.training import make_eval_step, make_optimizer, make_train_step
+
+
+class Interrupted(Exception):
+    """Training stopped by a signal after its checkpoint was written."""
+
+    def __init__(self, signal_number, epoch, step):
+        name = signal.Signals(signal_number).name
+        super().__init__(f"{name} at epoch {epoch}, step {step}")
+        self.signal_number = signal_number
+
+
+class _SignalFlag:
+    """Turns SIGINT and SIGTERM into a flag the loop checks between steps.
+
+    A second Ctrl-C while the checkpoint is being written is ignored rather than
+    allowed to leave it half done.
+    """
+
+    def __init__(self):
+        self.received = None
+        self._previous = {}
+
+    def __enter__(self):
+        for number in (signal.SIGINT, signal.SIGTERM):
+            self._previous[number] = signal.signal(number, self._handle)
+        return self
+
+    def _handle(self, number, frame):
+        self.received = self.received or number
+
+    def __exit__(self, *exc_info):
+        for number, handler in self._previous.items():
+            signal.signal(number, handler)
+
+
+def prepare_tokenizers(config, run, splits, resume):
+    """The run's tokenizers: read back on resume, else learned from the training side."""
+    names = ("source", "target")
+    if resume and all((run.path / f"{name}.vocab.txt").exists() for name in names):
+        return tuple(Tokenizer.load(run.path, name) for name in names)
+    tokenizers = []
+    for name, side, texts in (
+        ("source", config.data.source, splits.train.sources),
+        ("target", config.data.target, splits.train.targets),
+    ):
+        tokenizer = side.tokenizer()
+        vocabulary = tokenizer.build_vocabulary(
+            texts, max_size=side.vocab_size, min_count=side.min_count
+        )
+        tokenizer = tokenizer.with_vocabulary(vocabulary)
+        tokenizer.save(run.path, name)
+        tokenizers.append(tokenizer)
+    return tuple(tokenizers)
+
+
+class Trainer:
+    """Trains the model of a `RunConfig` in a `RunDirectory`.
+
+    Args:
+        config: the `RunConfig`.
+        run: the `RunDirectory` (created, or opened to resume).
+        progress: an object with `start_epoch(epoch, total, steps)`, `step(loss,
+            tokens_per_second)`, `end_epoch(record)` and `message(text)`; the CLI
+            passes a Rich display, tests a recorder.
+        data_dir: folder for the relative paths of the data section.
+    """
+
+    def __init__(self, config, run, progress, data_dir=None, resume=False):
+        self.config = config
+        self.run = run
+        self.progress = progress
+        keras.utils.set_random_seed(config.training.seed)
+        self.splits = read_splits(config.data, data_dir)
+        for corpus in (self.splits.train, self.splits.valid, self.splits.test):
+            report = corpus.report
+            if report is not None and report.bad_lines:
+                progress.message(report.summary())
+        self.source_tokenizer, self.target_tokenizer = prepare_tokenizers(
+            config, run, self.splits, resume
+        )
+        self.model_config = config.model_config(
+            len(self.source_tokenizer.vocabulary), len(self.target_tokenizer.vocabulary)
+        )
+        self.model = Seq2Seq(self.model_config)
+        self.optimizer = make_optimizer(config.training)
+        self.train_step = make_train_step(self.model, self.optimizer, config.training)
+        self.eval_step = make_eval_step(self.model, config.training)
+
+        self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self.batch = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self.best_metric = tf.Variable(-math.inf, dtype=tf.float64, trainable=False)
+        self.stale_evaluations = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self.seconds = tf.Variable(0.0, dtype=tf.float64, trainable=False)
+        self.checkpoint = tf.train.Checkpoint(
+            model=self.model,
+            optimizer=self.optimizer,
+            epoch=self.epoch,
+            batch=self.batch,
+            best_metric=self.best_metric,
+            stale_evaluations=self.stale_evaluations,
+            seconds=self.seconds,
+        )
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, str(run.checkpoint_dir), max_to_keep=2
+        )
+        if resume:
+            self._restore()
+
+        data = config.data
+        self.stats = PipelineStats()
+        self.encoded = encode_pairs(
+            self.splits.train, self.source_tokenizer, self.target_tokenizer,
+            max_length=data.max_length, source_end=data.source_end, stats=self.stats,
+        )
+        self.valid_encoded = encode_pairs(
+            self.splits.valid, self.source_tokenizer, self.target_tokenizer,
+            max_length=None, source_end=data.source_end,
+        )
+
+    def _restore(self):
+        latest = self.manager.latest_checkpoint
+        if latest is None:
+            self.progress.message("no checkpoint yet: starting this run from the beginning")
+            return
+        try:
+            self.checkpoint.restore(latest).assert_existing_objects_matched()
+        except Exception as error:  # noqa: BLE001  A damaged file fails in many ways.
+            first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            raise AttncliError(
+                f"checkpoint {latest} cannot be restored ({first_line}); "
+                "delete it to fall back to the previous one, or train again with --overwrite"
+            ) from None
+        self.progress.message(
+            f"resuming from {latest}: epoch {int(self.epoch.numpy()) + 1}, "
+            f"batch {int(self.batch.numpy())}"
+        )
+
+    def _batches(self, epoch, skip=0):
+        data = self.config.data
+        dataset = epoch_batches(
+            self.encoded, epoch, batch_size=data.batch_size,
+            tokens_per_batch=data.tokens_per_batch, bucketing=data.bucketing,
+            shuffle=True, seed=self.config.training.seed, stats=self.stats,
+        )
+        return dataset.skip(skip) if skip else dataset
+
+    def fit(self):
+        """Train until the epochs, the time budget or the patience run out.
+
+        Returns:
+            The summary dict: epochs run, best metric, the last evaluation record.
+
+        Raises:
+            Interrupted: after writing a checkpoint, when a signal arrived.
+        """
+        training = self.config.training
+        started = time.monotonic() - float(self.seconds.numpy())
+        last_record = None
+        with _SignalFlag() as flag:
+            while int(self.epoch.numpy()) < training.epochs:
+                epoch = int(self.epoch.numpy())
+                skip = int(self.batch.numpy())
+                self.stats.reset()
+                self.progress.start_epoch(epoch + 1, training.epochs, skip)
+                losses, tokens = [], 0
+                window_start, window_tokens = time.monotonic(), 0
+                for inputs, target_out in self._batches(epoch, skip):
+                    result = self.train_step(inputs, target_out)
+                    loss = float(result["loss"])
+                    count = int(result["tokens"])
+                    losses.append(loss * count)
+                    tokens += count
+                    window_tokens += count
+                    self.batch.assign_add(1)
+                    now = time.monotonic()
+                    self.progress.step(loss, window_tokens / max(now - window_start, 1e-9))
+                    if now - window_start > 5.0:
+                        window_start, window_tokens = now, 0
+                    self.seconds.assign(now - started)
+                    if flag.received:
+                        self.manager.save()
+                        raise Interrupted(flag.received, epoch + 1, int(self.batch.numpy()))
+                    if int(self.optimizer.iterations.numpy()) % training.checkpoint_every == 0:
+                        self.manager.save()
+                    if self._out_of_time(started):
+                        break
+                finished_epoch = not self._out_of_time(started)
+                train_loss = sum(losses) / max(tokens, 1)
+                last_record = self._evaluate(epoch + 1, train_loss, finished_epoch)
+                if finished_epoch:
+                    self.epoch.assign_add(1)
+                    self.batch.assign(0)
+                self.seconds.assign(time.monotonic() - started)
+                self.manager.save()
+                if flag.received:
+                    raise Interrupted(flag.received, epoch + 1, int(self.batch.numpy()))
+                if not finished_epoch:
+                    self.progress.message(
+                        f"stopping: the time budget of {training.max_minutes:g} minutes is spent"
+                    )
+                    break
+                if training.patience and int(self.stale_evaluations.numpy()) >= training.patience:
+                    self.progress.message(
+                        f"stopping early: no better validation metric for {training.patience} "
+                        "evaluations"
+                    )
+                    break
+        return {
+            "epochs": int(self.epoch.numpy()),
+            "best_metric": float(self.best_metric.numpy()),
+            "last": last_record,
+            "model": str(self.run.model_dir),
+        }
+
+    def _out_of_time(self, started):
+        limit = self.config.training.max_minutes
+        return limit is not None and time.monotonic() - started >= 60.0 * limit
+
+    def validation_loss(self):
+        """Mean loss per target token over the whole validation split."""
+        data = self.config.data
+        dataset = epoch_batches(
+            self.valid_encoded, 0, batch_size=data.batch_size, bucketing=data.bucketing,
+            shuffle=False, seed=0,
+        )
+        total, tokens = 0.0, 0
+        for inputs, target_out in dataset:
+            result = self.eval_step(inputs, target_out)
+            count = int(result["tokens"])
+            total += float(result["loss"]) * count
+            tokens += count
+        return total / max(tokens, 1)
+
+    def validation_metric(self):
+        """The task's metrics on (the first `eval_sentences` of) the validation split.
+
+        Returns:
+            `(value, record)`: the value to maximise (BLEU, or minus WER) and a dict
+            of every figure.
+        """
+        from attncli.translation import Translator
+
+        training = self.config.training
+        references = self.splits.valid
+        count = len(references) if training.eval_sentences is None else training.eval_sentences
+        sources, targets = references.head(count).references()
+        translator = Translator(
+            self.model, self.source_tokenizer, self.target_tokenizer,
+            SearchConfig(beam_size=training.eval_beam_size, n_best=1),
+            source_end=self.config.data.source_end,
+        )
+        outputs = [result.hypotheses[0].text for result in translator.translate(sources)]
+        if self.config.data.task == "pronunciation":
+            scores = pronunciation_scores(
+                [output.split() for output in outputs],
+                [[target.split() for target in options] for options in targets],
+            )
+            return -scores.wer, {"per": scores.per, "wer": scores.wer}
+        most = max(len(options) for options in targets)
+        streams = [
+            [options[i] if i < len(options) else options[0] for options in targets]
+            for i in range(most)
+        ]
+        scores = translation_scores(outputs, streams)
+        return scores.bleu, {"bleu": scores.bleu, "chrf": scores.chrf}
+
+    def _evaluate(self, epoch, train_loss, finished_epoch):
+        valid_loss = self.validation_loss()
+        value, figures = self.validation_metric()
+        improved = value > float(self.best_metric.numpy())
+        if improved:
+            self.best_metric.assign(value)
+            self.stale_evaluations.assign(0)
+            save_model(
+                self.run.model_dir, self.model, self.source_tokenizer, self.target_tokenizer,
+                source_end=self.config.data.source_end,
+                metadata={
+                    "run": self.config.name,
+                    "epoch": epoch,
+                    "task": self.config.data.task,
+                    "decoding": self.config.decoding.to_dict(),
+                    **figures,
+                },
+            )
+        else:
+            self.stale_evaluations.assign_add(1)
+        record = {
+            "epoch": epoch,
+            "complete_epoch": finished_epoch,
+            "step": int(self.optimizer.iterations.numpy()),
+            "train_loss": train_loss,
+            "valid_loss": valid_loss,
+            **figures,
+            "best": improved,
+            "padding": self.stats.padding_fraction,
+            "minutes": float(self.seconds.numpy()) / 60.0,
+        }
+        self.run.append_metrics(record)
+        self.run.log(" ".join(f"{key}={value}" for key, value in record.items()))
+        self.progress.end_epoch(record)
+        return record

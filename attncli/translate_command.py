@@ -1,0 +1,182 @@
+"""`attncli translate RUN [TEXT...]`: sentences in, translations out, line by line.
+
+Sentences come from the arguments, `--input FILE` or stdin, one per line. stdout
+gets exactly one line per input line (an empty line for an empty one), so the output
+pastes beside the input; progress and the corpus metric of `--reference` go to
+stderr.
+
+Formats:
+    text   the translation; with `--n-best N` the N translations joined by " ||| "
+    tsv    line number, rank, score and translation: one row per hypothesis
+    json   one JSON object per input line: source, source tokens, and each
+           hypothesis with its tokens, score and attention weights
+"""
+
+import json
+import sys
+from pathlib import Path
+
+from attncli.errors import AttncliError
+from attncli.run_directory import RunDirectory
+
+FORMATS = ("text", "tsv", "json")
+
+
+def model_directory(run_path):
+    """The model directory of RUN: `RUN/model`, or RUN itself if it is a model."""
+    path = Path(run_path)
+    if (path / "config.json").is_file():
+        return path
+    run = RunDirectory.open(path)
+    if not (run.model_dir / "config.json").is_file():
+        raise AttncliError(
+            f"{run.path} has no trained model yet (it is saved after the first "
+            "evaluation); train longer, or resume it with `attncli train --resume`"
+        )
+    return run.model_dir
+
+
+def read_sentences(texts, input_file, stdin=None):
+    """The input lines: arguments, else the file, else stdin."""
+    if texts and input_file is not None:
+        raise AttncliError("give sentences as arguments or with --input, not both")
+    if texts:
+        return [" ".join(text.split("\n")) for text in texts]
+    if input_file is not None:
+        path = Path(input_file)
+        try:
+            content = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise AttncliError(f"--input {path}: no such file") from None
+        except UnicodeDecodeError as error:
+            raise AttncliError(
+                f"--input {path}: not UTF-8 text (byte {error.start}); convert it to UTF-8"
+            ) from None
+        except OSError as error:
+            raise AttncliError(f"--input {path}: cannot read it ({error.strerror})") from None
+        if not content:
+            raise AttncliError(f"--input {path} is empty: give one sentence per line")
+        return content.splitlines()
+    stdin = stdin if stdin is not None else sys.stdin
+    if stdin.isatty():
+        raise AttncliError(
+            "no sentences: give them as arguments, with --input FILE, or on stdin"
+        )
+    return stdin.read().splitlines()
+
+
+def search_config(base, beam, alpha, n_best):
+    """The run's decoding settings with the command line's changes applied."""
+    import dataclasses
+
+    changes = {}
+    if beam is not None:
+        changes["beam_size"] = beam
+        if n_best is None and base.n_best is not None and base.n_best > beam:
+            changes["n_best"] = beam
+    if alpha is not None:
+        changes["alpha"] = alpha
+    if n_best is not None:
+        changes["n_best"] = n_best
+    try:
+        return dataclasses.replace(base, **changes)
+    except ValueError as error:
+        raise AttncliError(f"{error}; adjust --beam / --n-best / --alpha") from None
+
+
+def translate_lines(translator, lines, batch_size=64):
+    """Translations of `lines`, None for an empty line (it is not translated)."""
+    filled = [index for index, line in enumerate(lines) if line.strip()]
+    results = translator.translate([lines[index] for index in filled], batch_size=batch_size)
+    output = [None] * len(lines)
+    for index, result in zip(filled, results):
+        output[index] = result
+    return output
+
+
+def format_line(number, result, output_format):
+    """The stdout text of one input line's result (no trailing newline)."""
+    if output_format == "text":
+        if result is None:
+            return ""
+        return " ||| ".join(hypothesis.text for hypothesis in result.hypotheses)
+    if output_format == "tsv":
+        if result is None:
+            return f"{number}\t1\t\t"
+        return "\n".join(
+            f"{number}\t{rank}\t{hypothesis.score:.4f}\t{hypothesis.text}"
+            for rank, hypothesis in enumerate(result.hypotheses, start=1)
+        )
+    if result is None:
+        return json.dumps({"line": number, "source": "", "hypotheses": []})
+    return json.dumps(
+        {
+            "line": number,
+            "source": result.source,
+            "source_tokens": list(result.source_tokens),
+            "hypotheses": [
+                {
+                    "text": hypothesis.text,
+                    "tokens": list(hypothesis.tokens),
+                    "score": round(float(hypothesis.score), 6),
+                    "weights": [
+                        [round(float(weight), 5) for weight in row]
+                        for row in hypothesis.weights
+                    ],
+                }
+                for hypothesis in result.hypotheses
+            ],
+        },
+        ensure_ascii=False,
+    )
+
+
+def reference_scores(task, results, reference_path):
+    """The corpus metric of the best translations against a reference file."""
+    from attncli.metrics import pronunciation_scores, translation_scores
+
+    path = Path(reference_path)
+    try:
+        references = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        raise AttncliError(f"--reference {path}: cannot read it ({error})") from None
+    if len(references) != len(results):
+        raise AttncliError(
+            f"--reference {path} has {len(references)} lines for {len(results)} inputs; "
+            "they must be line-aligned"
+        )
+    best = [result.hypotheses[0].text if result else "" for result in results]
+    if task == "pronunciation":
+        scores = pronunciation_scores(
+            [text.split() for text in best], [[reference.split()] for reference in references]
+        )
+        return f"PER {scores.per:.2f}  WER {scores.wer:.2f}  ({scores.words} words)"
+    scores = translation_scores(best, references)
+    return f"BLEU {scores.bleu:.2f}  chrF {scores.chrf:.2f}  ({scores.bleu_signature})"
+
+
+def translate(run_path, texts, input_file, beam, alpha, n_best, output_format, reference,
+              batch_size, console):
+    """Run `attncli translate`; returns the process exit code."""
+    if output_format not in FORMATS:
+        raise AttncliError(
+            f"--format {output_format!r} is not a format; choose one of {', '.join(FORMATS)}"
+        )
+    directory = model_directory(run_path)
+    lines = read_sentences(texts, input_file)
+
+    from attncli.saving import load_model
+    from attncli.search_config import SearchConfig
+
+    loaded = load_model(directory)
+    base = SearchConfig(**loaded.metadata.get("decoding", {}))
+    translator = loaded.translator(search_config(base, beam, alpha, n_best))
+    with console.status(f"translating {len(lines)} line(s)"):
+        results = translate_lines(translator, lines, batch_size=batch_size)
+    for number, result in enumerate(results, start=1):
+        sys.stdout.write(format_line(number, result, output_format) + "\n")
+    sys.stdout.flush()
+    if reference is not None:
+        task = loaded.metadata.get("task", "translation")
+        console.print(reference_scores(task, results, reference), highlight=False)
+    return 0

@@ -1,0 +1,167 @@
+"""Strings in, translations out: tokenizers and a compiled search around a model."""
+
+from typing import NamedTuple
+
+import numpy as np
+import tensorflow as tf
+
+from attncli.decoding import compile_search
+from attncli.search_config import SearchConfig
+from attncli.vocabulary import END, PAD, UNK
+
+
+class Hypothesis(NamedTuple):
+    """One translation of a sentence.
+
+    Attributes:
+        text: the detokenized translation, end-of-sentence excluded.
+        tokens: the emitted target tokens, `[END]` last when it was emitted.
+        score: `log P / lp` (see `attncli.decoding`).
+        weights: float32 array `(len(tokens), len(source_tokens))`: row `t` is the
+            attention over the source when `tokens[t]` was emitted.
+    """
+
+    text: str
+    tokens: list
+    score: float
+    weights: np.ndarray
+
+
+class Translation(NamedTuple):
+    """A source sentence, its tokens as the model read them, and its n best translations."""
+
+    source: str
+    source_tokens: list
+    hypotheses: list
+
+
+class Translator:
+    """Translates strings with `model`: tokenize, look up ids, search, detokenize.
+
+    Everything from strings to strings runs in one TensorFlow graph, `translate_graph`,
+    which `attncli.saving.export_saved_model` exports. `translate_graph(texts)` takes a
+    string tensor `(batch,)` and returns a dict:
+
+    - `translations`: strings `(batch, n)`, best first (`n` is the search's `n_best`).
+    - `scores`: float32 `(batch, n)`, `log P / lp`.
+    - `source_tokens`: ragged strings `(batch, None)`, the tokens the model read.
+    - `target_tokens`: ragged strings `(batch, n, None)`, `[END]` last when emitted.
+    - `weights`: float32 `(batch, n, T, Ts)`, attention per emitted token (see
+      `attncli.decoding.Hypotheses`).
+
+    Args:
+        model: an encoder-decoder with `encode` / `decode_step` (`attncli.model.Seq2Seq`).
+        source_tokenizer: the `Tokenizer` of the source language, with its vocabulary.
+        target_tokenizer: the `Tokenizer` of the target language, with its vocabulary.
+        search: a `SearchConfig`. Defaults to `SearchConfig()` (greedy).
+        source_end: bool, append the end id to each source, as the model was trained
+            (`make_dataset(source_end=...)`). Defaults to False.
+
+    Example:
+
+    >>> translator = Translator(model, source_tokenizer, target_tokenizer,
+    ...                         SearchConfig(beam_size=4))
+    >>> [result] = translator.translate(["Hace frío."])
+    >>> result.hypotheses[0].text
+    "it's cold."
+    """
+
+    def __init__(self, model, source_tokenizer, target_tokenizer, search=None, source_end=False):
+        self.model = model
+        self.source_tokenizer = source_tokenizer
+        self.target_tokenizer = target_tokenizer
+        self.search_config = search if search is not None else SearchConfig()
+        self.source_end = source_end
+        source_tokens = source_tokenizer.vocabulary.tokens
+        # Created here, outside any graph, so a SavedModel can track it.
+        self.source_table = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(
+                tf.constant(source_tokens), tf.range(len(source_tokens), dtype=tf.int32)
+            ),
+            default_value=UNK,
+        )
+        self.target_tokens = tf.constant(target_tokenizer.vocabulary.tokens)
+        self.search = compile_search(model, **self.search_config.to_dict())
+        self.translate_graph = tf.function(
+            self._translate_graph, input_signature=[tf.TensorSpec([None], tf.string)]
+        )
+
+    def source_ids(self, texts):
+        """Source tokens (ragged strings `(batch, None)`) and padded int32 ids `(batch, Ts)`."""
+        tokens = self.source_tokenizer.tokenize(texts)
+        if self.source_end:
+            end = tf.fill([tokens.nrows(), 1], self.source_tokenizer.vocabulary.tokens[END])
+            tokens = tf.concat([tokens, end], axis=1)
+        ids = tf.ragged.map_flat_values(self.source_table.lookup, tokens).to_tensor(PAD)
+        # At least one (padding) column: the encoder cannot run over zero steps, and a
+        # batch of empty sentences has none.
+        missing = tf.maximum(1 - tf.shape(ids)[1], 0)
+        return tokens, tf.pad(ids, [[0, 0], [0, missing]])
+
+    def _translate_graph(self, texts):
+        source_tokens, source_ids = self.source_ids(texts)
+        hypotheses = self.search(source_ids)
+        batch_size, n, steps = tf.unstack(tf.shape(hypotheses.token_ids))
+        flat_ids = tf.reshape(hypotheses.token_ids, [batch_size * n, steps])
+        lengths = tf.reshape(hypotheses.lengths, [-1])
+        target_tokens = tf.gather(
+            self.target_tokens, tf.RaggedTensor.from_tensor(flat_ids, lengths=lengths)
+        )
+        # The text leaves out the end token; `target_tokens` keep it.
+        ended = tf.gather(flat_ids, tf.maximum(lengths - 1, 0), batch_dims=1) == END
+        text_tokens = tf.RaggedTensor.from_tensor(
+            flat_ids, lengths=lengths - tf.cast(ended & (lengths > 0), tf.int32)
+        )
+        texts_out = self.target_tokenizer.detokenize(tf.gather(self.target_tokens, text_tokens))
+        return {
+            "translations": tf.reshape(texts_out, [batch_size, n]),
+            "scores": hypotheses.scores,
+            "source_tokens": source_tokens,
+            "target_tokens": tf.RaggedTensor.from_uniform_row_length(
+                target_tokens, tf.cast(n, tf.int64)
+            ),
+            "weights": hypotheses.weights,
+        }
+
+    def serve(self, texts):
+        """The dense outputs of `translate_graph`: translations and scores `(batch, n)`."""
+        outputs = self._translate_graph(texts)
+        return {"translations": outputs["translations"], "scores": outputs["scores"]}
+
+    def translate(self, texts, batch_size=64):
+        """Translations of a list of strings, in order.
+
+        Sentences are translated `batch_size` at a time, grouped by length so that
+        little padding is computed (a sentence's result does not depend on its batch).
+
+        Returns:
+            A list of `Translation`, one per text.
+        """
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1. Received: batch_size={batch_size}")
+        order = sorted(range(len(texts)), key=lambda index: len(texts[index].split()))
+        results = [None] * len(texts)
+        for start in range(0, len(texts), batch_size):
+            indices = order[start : start + batch_size]
+            batch = [texts[index] for index in indices]
+            outputs = self.translate_graph(tf.constant(batch, tf.string))
+            for row, index in enumerate(indices):
+                results[index] = self._translation(batch[row], outputs, row)
+        return results
+
+    @staticmethod
+    def _translation(source, outputs, row):
+        source_tokens = [token.decode("utf-8") for token in outputs["source_tokens"][row].numpy()]
+        hypotheses = []
+        for i, text in enumerate(outputs["translations"][row].numpy()):
+            tokens = [token.decode("utf-8") for token in outputs["target_tokens"][row][i].numpy()]
+            weights = outputs["weights"][row, i, : len(tokens), : len(source_tokens)].numpy()
+            hypotheses.append(
+                Hypothesis(
+                    text=text.decode("utf-8"),
+                    tokens=tokens,
+                    score=float(outputs["scores"][row, i]),
+                    weights=weights,
+                )
+            )
+        return Translation(source, source_tokens, hypotheses)

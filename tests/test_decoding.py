@@ -1,0 +1,309 @@
+"""Greedy and beam search against a decoder whose every sequence probability is known.
+
+`HistoryDecoder` is a deterministic test double with the `encode` / `decode_step`
+interface of `attncli.model.Seq2Seq`: its next-token logits depend on the sentence, the
+previous token and a code of the whole history (carried in its state, so a beam search
+that reorders state wrongly gets different probabilities). `numpy_log_prob` recomputes
+any sequence's probability in NumPy, so the best hypotheses can be enumerated by brute
+force.
+"""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from attncli import decoding
+from attncli.vocabulary import END, PAD, START
+
+VOCAB_SIZE = 6  # pad 0, unk 1, bos 2, eos 3, and the words 4 and 5
+EMITTED = (1, 3, 4, 5)  # every token but padding and start-of-sentence
+WORDS = (1, 4, 5)
+HISTORY_CODES = 7
+NUM_TABLES = 5
+
+
+class HistoryDecoder:
+    """Next-token logits `table[prev] + history_table[code]`, code = f(all tokens so far).
+
+    The table pair is chosen by the sentence's first source id; the history code is
+    `code' = (3 * code + token) mod 7`. The attention weights are one-hot at source
+    position `code' mod source_length`, so they too depend on the whole history.
+    """
+
+    def __init__(self, seed=0, scale=1.0):
+        rng = np.random.default_rng(seed)
+        self.transitions = rng.normal(scale=scale, size=(NUM_TABLES, VOCAB_SIZE, VOCAB_SIZE))
+        self.history = rng.normal(scale=scale, size=(NUM_TABLES, HISTORY_CODES, VOCAB_SIZE))
+        self.transitions_tf = tf.constant(self.transitions, tf.float32)
+        self.history_tf = tf.constant(self.history, tf.float32)
+
+    def encode(self, source_ids, training=False):
+        source_ids = tf.convert_to_tensor(source_ids, tf.int32)
+        memory = {
+            "table": source_ids[:, 0] % NUM_TABLES,
+            "source_lengths": tf.reduce_sum(tf.cast(source_ids != PAD, tf.int32), axis=1),
+            "source_width": tf.zeros_like(source_ids),
+        }
+        return memory, (tf.zeros_like(source_ids[:, 0]),)
+
+    def decode_step(self, token_ids, state, memory, training=False):
+        (code,) = state
+        code = (3 * code + token_ids) % HISTORY_CODES
+        table = memory["table"]
+        logits = tf.gather_nd(self.transitions_tf, tf.stack([table, token_ids], axis=1))
+        logits += tf.gather_nd(self.history_tf, tf.stack([table, code], axis=1))
+        position = code % memory["source_lengths"]
+        weights = tf.one_hot(position, tf.shape(memory["source_width"])[1])
+        return logits, (code,), weights
+
+    # NumPy reference of the same model.
+    def numpy_steps(self, source, tokens):
+        """log P of each token of `tokens` and the weights when each was emitted."""
+        table = source[0] % NUM_TABLES
+        source_length = int(np.sum(np.asarray(source) != PAD))
+        code, previous = 0, START
+        log_probs, weights = [], []
+        for token in tokens:
+            code = (3 * code + previous) % HISTORY_CODES
+            logits = self.transitions[table, previous] + self.history[table, code]
+            logits = np.where(np.isin(np.arange(VOCAB_SIZE), EMITTED), logits, -np.inf)
+            shifted = logits - logits.max()
+            log_softmax = shifted - np.log(np.exp(shifted).sum())
+            log_probs.append(log_softmax[token])
+            weights.append(np.eye(len(source))[code % source_length])
+            previous = token
+        return np.array(log_probs), np.array(weights)
+
+    def numpy_log_prob(self, source, tokens):
+        return float(np.sum(self.numpy_steps(source, tokens)[0]))
+
+
+def numpy_length_penalty(length, alpha):
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+def all_hypotheses(max_length):
+    """Every output a search can produce: words then eos, or max_length words."""
+    for length in range(1, max_length + 1):
+        for words in itertools.product(WORDS, repeat=length - 1):
+            yield words + (END,)
+    yield from itertools.product(WORDS, repeat=max_length)
+
+
+def brute_force(double, source, max_length, alpha):
+    """All hypotheses with their scores, best first."""
+    scored = [
+        (double.numpy_log_prob(source, tokens) / numpy_length_penalty(len(tokens), alpha), tokens)
+        for tokens in all_hypotheses(max_length)
+    ]
+    return sorted(scored, key=lambda pair: -pair[0])
+
+
+SOURCES = [[5, 7, 7, 7], [6, 9, 0, 0], [7, 0, 0, 0], [8, 8, 8, 0], [9, 6, 6, 6]]
+
+
+def hypothesis(result, b, i):
+    length = int(result.lengths[b, i])
+    return tuple(int(t) for t in result.token_ids[b, i, :length])
+
+
+def test_length_penalty_matches_numpy():
+    lengths = np.array([0, 1, 7, 30])
+    for alpha in (0.0, 0.6, 1.0):
+        np.testing.assert_allclose(
+            decoding.length_penalty(lengths, alpha).numpy(),
+            numpy_length_penalty(lengths, alpha),
+            rtol=1e-6,
+        )
+
+
+def test_max_target_lengths_count_valid_source_tokens():
+    source = tf.constant([[5, 6, 7, 0, 0], [5, 0, 0, 0, 0]])
+    np.testing.assert_array_equal(
+        decoding.max_target_lengths(source, 1.5, 2).numpy(), [math.ceil(4.5) + 2, 2 + 2]
+    )
+
+
+def test_padding_and_start_are_never_emitted():
+    logits = tf.constant([[9.0, 0.0, 9.0, 1.0, 2.0]])
+    log_probs = decoding.next_token_log_probs(logits).numpy()
+    assert np.all(np.isneginf(log_probs[0, [PAD, START]]))
+    np.testing.assert_allclose(np.exp(log_probs).sum(), 1.0, rtol=1e-6)
+
+
+def test_top_next_tokens_match_a_numpy_log_softmax():
+    logits = np.random.default_rng(0).normal(size=(3, 9)).astype(np.float32)
+    log_probs, ids = decoding.top_next_tokens(tf.constant(logits), 4)
+    masked = logits.astype(np.float64)
+    masked[:, [PAD, START]] = -np.inf
+    shift = masked.max(axis=1, keepdims=True)
+    reference = masked - shift - np.log(np.exp(masked - shift).sum(axis=1, keepdims=True))
+    expected_ids = np.argsort(-reference, axis=1)[:, :4]
+    np.testing.assert_array_equal(ids, expected_ids)
+    np.testing.assert_allclose(
+        log_probs, np.take_along_axis(reference, expected_ids, axis=1), rtol=1e-5
+    )
+    np.testing.assert_allclose(
+        decoding.next_token_log_probs(tf.constant(logits)), reference, rtol=1e-5
+    )
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 1.5])
+def test_exhaustive_beam_finds_the_brute_force_n_best(alpha):
+    double = HistoryDecoder(seed=1)
+    max_length = 4
+    # 3 + 9 + 27 + 81 + 1 = 121 hypotheses: a beam of 128 prunes nothing.
+    search = decoding.compile_search(
+        double, beam_size=128, alpha=alpha, max_length_ratio=0.0, max_length_offset=max_length
+    )
+    result = search(tf.constant(SOURCES))
+    for b, source in enumerate(SOURCES):
+        expected = brute_force(double, source, max_length, alpha)
+        assert len(expected) == 121
+        found = [hypothesis(result, b, i) for i in range(121)]
+        np.testing.assert_allclose(
+            result.scores[b, :121].numpy(), [score for score, _ in expected], rtol=1e-5
+        )
+        # Ties aside, the order is the brute force's order.
+        assert found[0] == expected[0][1]
+        assert set(found) == {tokens for _, tokens in expected}
+        assert np.all(np.isneginf(result.scores[b, 121:].numpy()))
+
+
+def test_a_small_beam_beats_greedy_and_never_beats_the_optimum():
+    double = HistoryDecoder(seed=3)
+    sources = tf.constant(SOURCES)
+    settings = dict(alpha=0.6, max_length_ratio=0.0, max_length_offset=5)
+    greedy = decoding.compile_search(double, beam_size=1, **settings)(sources)
+    beam = decoding.compile_search(double, beam_size=4, **settings)(sources)
+    best = [brute_force(double, source, 5, 0.6)[0][0] for source in SOURCES]
+    assert np.all(beam.scores[:, 0].numpy() >= greedy.scores[:, 0].numpy() - 1e-6)
+    assert np.all(beam.scores[:, 0].numpy() <= np.array(best) + 1e-5)
+    # The double is chosen so that search matters: greedy misses the optimum somewhere.
+    assert np.any(greedy.scores[:, 0].numpy() < np.array(best) - 1e-4)
+
+
+@pytest.mark.parametrize("beam_size", [2, 3, 5])
+def test_scores_log_probs_and_weights_are_those_of_the_returned_tokens(beam_size):
+    double = HistoryDecoder(seed=3)
+    alpha = 0.6
+    result = decoding.beam_search(
+        double,
+        tf.constant(SOURCES),
+        beam_size=beam_size,
+        alpha=alpha,
+        max_length_ratio=1.0,
+        max_length_offset=2,
+    )
+    steps = result.token_ids.shape[2]
+    for b, source in enumerate(SOURCES):
+        scores = result.scores[b].numpy()
+        assert np.all(np.diff(scores) <= 0), scores
+        for i in range(beam_size):
+            tokens = hypothesis(result, b, i)
+            assert PAD not in tokens and START not in tokens
+            assert END not in tokens[:-1]
+            max_length = math.ceil(np.sum(np.array(source) != 0)) + 2
+            assert tokens[-1] == END or len(tokens) == max_length
+            # Nothing after the end: padding tokens and zero weights.
+            assert np.all(result.token_ids[b, i, len(tokens):].numpy() == PAD)
+            assert np.all(result.weights[b, i, len(tokens):].numpy() == 0)
+            log_probs, weights = double.numpy_steps(source, tokens)
+            np.testing.assert_allclose(result.log_probs[b, i], log_probs.sum(), rtol=1e-5)
+            np.testing.assert_allclose(
+                scores[i], log_probs.sum() / numpy_length_penalty(len(tokens), alpha), rtol=1e-5
+            )
+            np.testing.assert_array_equal(result.weights[b, i, : len(tokens)].numpy(), weights)
+        assert steps <= max(math.ceil(np.sum(np.array(s) != 0)) + 2 for s in SOURCES)
+
+
+def test_beam_of_one_equals_greedy_exactly():
+    double = HistoryDecoder(seed=4)
+    sources = tf.constant(SOURCES)
+    settings = dict(alpha=0.6, max_length_ratio=2.0, max_length_offset=3)
+    greedy = decoding.greedy_search(double, sources, **settings)
+    beam = decoding.beam_search(double, sources, beam_size=1, **settings)
+    for field in ("token_ids", "lengths", "weights"):
+        np.testing.assert_array_equal(getattr(greedy, field), getattr(beam, field))
+    np.testing.assert_allclose(greedy.log_probs, beam.log_probs, rtol=1e-6)
+    np.testing.assert_allclose(greedy.scores, beam.scores, rtol=1e-6)
+
+
+def test_greedy_matches_a_numpy_argmax_loop():
+    double = HistoryDecoder(seed=5)
+    result = decoding.greedy_search(
+        double, tf.constant(SOURCES), max_length_ratio=0.0, max_length_offset=6
+    )
+    for b, source in enumerate(SOURCES):
+        tokens = []
+        while len(tokens) < 6 and (not tokens or tokens[-1] != END):
+            candidates = [double.numpy_log_prob(source, tokens + [t]) for t in EMITTED]
+            tokens.append(EMITTED[int(np.argmax(candidates))])
+        assert hypothesis(result, b, 0) == tuple(tokens)
+
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_a_sentence_alone_and_in_a_batch_gives_the_same_result(beam_size):
+    double = HistoryDecoder(seed=6)
+    search = decoding.compile_search(
+        double, beam_size=beam_size, max_length_ratio=1.0, max_length_offset=2
+    )
+    batch = search(tf.constant(SOURCES))
+    for b, source in enumerate(SOURCES):
+        length = int(np.sum(np.array(source) != 0))
+        alone = search(tf.constant([source[:length]]))
+        steps = alone.token_ids.shape[2]
+        np.testing.assert_array_equal(batch.token_ids[b, :, :steps], alone.token_ids[0])
+        assert np.all(batch.token_ids[b, :, steps:].numpy() == PAD)
+        np.testing.assert_allclose(batch.scores[b], alone.scores[0], rtol=1e-6)
+        np.testing.assert_array_equal(
+            batch.weights[b, :, :steps, :length], alone.weights[0, :, :, :length]
+        )
+        assert np.all(batch.weights[b, :, :, length:].numpy() == 0)
+
+
+def test_search_stops_when_every_hypothesis_has_finished():
+    double = HistoryDecoder(seed=7)
+    double.transitions_tf = tf.tensor_scatter_nd_update(
+        double.transitions_tf,
+        [[t, p, END] for t in range(NUM_TABLES) for p in range(VOCAB_SIZE)],
+        tf.fill([NUM_TABLES * VOCAB_SIZE], 50.0),
+    )
+    result = decoding.compile_search(double, beam_size=3, max_length_offset=40)(
+        tf.constant(SOURCES)
+    )
+    # The best hypotheses are [eos]; the others end one word later.
+    assert result.token_ids.shape[2] == 2
+    np.testing.assert_array_equal(result.lengths[:, 0], 1)
+
+
+def test_invalid_settings_are_rejected_with_the_value():
+    double = HistoryDecoder()
+    with pytest.raises(ValueError, match="beam_size=0"):
+        decoding.compile_search(double, beam_size=0)
+    with pytest.raises(ValueError, match="n_best=5"):
+        decoding.compile_search(double, beam_size=4, n_best=5)
+    with pytest.raises(ValueError, match="max_length_offset=0"):
+        decoding.compile_search(double, max_length_offset=0)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_a_sentence_settles_once_its_n_best_cannot_change(alpha):
+    double = HistoryDecoder(seed=8)
+    sources = tf.constant(SOURCES)
+    settings = dict(alpha=alpha, max_length_ratio=0.0, max_length_offset=12)
+    whole_beam = decoding.beam_search(double, sources, beam_size=4, **settings)
+    for n_best in (1, 2):
+        early = decoding.beam_search(double, sources, beam_size=4, n_best=n_best, **settings)
+        # The n best are those of the search that ran until every hypothesis ended ...
+        steps = early.token_ids.shape[2]
+        np.testing.assert_array_equal(early.token_ids, whole_beam.token_ids[:, :n_best, :steps])
+        np.testing.assert_array_equal(early.scores, whole_beam.scores[:, :n_best])
+        assert np.all(whole_beam.token_ids[:, :n_best, steps:].numpy() == PAD)
+        # ... found in no more steps (fewer, for the single best, with this double).
+        assert steps <= whole_beam.token_ids.shape[2]
+        if n_best == 1:
+            assert steps < whole_beam.token_ids.shape[2]

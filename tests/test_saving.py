@@ -1,0 +1,164 @@
+"""Model directories and SavedModel exports: what is read back translates identically,
+in a fresh process, and the export needs TensorFlow and tensorflow-text only."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from spa_eng_parts import REPO, SENTENCES, model_and_tokenizers
+
+from attncli import saving
+from attncli.search_config import SearchConfig
+from attncli.translation import Translator
+
+BEAM = SearchConfig(beam_size=3, n_best=3, max_length_ratio=1.0, max_length_offset=4)
+GREEDY = SearchConfig(beam_size=1, max_length_ratio=1.0, max_length_offset=4)
+
+
+@pytest.fixture(scope="module")
+def parts():
+    return model_and_tokenizers()
+
+
+def summary(translations):
+    """Plain data of `Translator.translate` results, exact floats as text."""
+    return [
+        [
+            [hypothesis.text, repr(hypothesis.score), hypothesis.weights.tolist()]
+            for hypothesis in translation.hypotheses
+        ]
+        for translation in translations
+    ]
+
+
+LOAD_AND_TRANSLATE = """
+import json, sys
+from attncli import saving
+from attncli.search_config import SearchConfig
+loaded = saving.load_model(sys.argv[1])
+results = {}
+for name, settings in json.loads(sys.argv[2]).items():
+    translations = loaded.translator(SearchConfig(**settings)).translate(json.loads(sys.argv[3]))
+    results[name] = [
+        [[h.text, repr(h.score), h.weights.tolist()] for h in t.hypotheses] for t in translations
+    ]
+print(json.dumps({"results": results, "metadata": loaded.metadata}))
+"""
+
+
+@pytest.mark.slow
+def test_a_saved_model_translates_identically_in_a_fresh_process(parts, tmp_path):
+    model, source_tokenizer, target_tokenizer = parts
+    directory = tmp_path / "model"
+    saving.save_model(
+        directory, model, source_tokenizer, target_tokenizer, metadata={"epochs": 0}
+    )
+    assert sorted(path.name for path in directory.iterdir()) == [
+        "config.json", "model.weights.h5", "source.tokenizer.json", "source.vocab.txt",
+        "target.tokenizer.json", "target.vocab.txt",
+    ]
+    expected = {
+        name: summary(Translator(model, *parts[1:], search).translate(SENTENCES))
+        for name, search in (("greedy", GREEDY), ("beam", BEAM))
+    }
+    settings = {"greedy": GREEDY.to_dict(), "beam": BEAM.to_dict()}
+    completed = subprocess.run(
+        [sys.executable, "-c", LOAD_AND_TRANSLATE, str(directory), json.dumps(settings),
+         json.dumps(SENTENCES)],
+        cwd=REPO, capture_output=True, text=True,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    output = json.loads(completed.stdout)
+    assert output["metadata"] == {"epochs": 0}
+    assert output["results"] == expected
+
+
+def test_saving_over_a_model_replaces_it_whole(parts, tmp_path):
+    model, source_tokenizer, target_tokenizer = parts
+    directory = tmp_path / "model"
+    saving.save_model(directory, model, source_tokenizer, target_tokenizer, metadata={"run": 1})
+    (directory / "stale.txt").write_text("from an older save")
+    saving.save_model(directory, model, source_tokenizer, target_tokenizer, metadata={"run": 2})
+    assert not (directory / "stale.txt").exists()
+    assert saving.load_model(directory).metadata == {"run": 2}
+    assert [path.name for path in tmp_path.iterdir()] == ["model"]
+
+
+def test_a_failed_save_leaves_the_previous_model_untouched(parts, tmp_path):
+    model, source_tokenizer, target_tokenizer = parts
+    directory = tmp_path / "model"
+    saving.save_model(directory, model, source_tokenizer, target_tokenizer, metadata={"run": 1})
+    before = {path.name: path.read_bytes() for path in directory.iterdir()}
+    with pytest.raises(TypeError):
+        saving.save_model(
+            directory, model, source_tokenizer, target_tokenizer, metadata={"bad": object()}
+        )
+    assert {path.name: path.read_bytes() for path in directory.iterdir()} == before
+    assert [path.name for path in tmp_path.iterdir()] == ["model"]
+
+
+def test_loading_what_is_not_a_model_is_a_one_line_error(tmp_path):
+    with pytest.raises(saving.ModelFileError, match="no config.json") as missing:
+        saving.load_model(tmp_path / "nowhere")
+    (tmp_path / "config.json").write_text(json.dumps({"format": "something else"}))
+    with pytest.raises(saving.ModelFileError, match="not an attncli model") as other:
+        saving.load_model(tmp_path)
+    for error in (missing, other):
+        assert "\n" not in str(error.value)
+
+
+SERVE_WITHOUT_ATTNCLI = """
+import json, sys
+sys.modules["attncli"] = None  # any import of attncli (or of its layers) now fails
+sys.modules["layers"] = None
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
+exported = tf.saved_model.load(sys.argv[1])
+texts = tf.constant(json.loads(sys.argv[2]))
+results = {}
+for name in ("greedy", "beam", "serving_default"):
+    outputs = exported.signatures[name](texts=texts)
+    results[name] = {
+        "translations": [
+            [t.decode("utf-8") for t in row] for row in outputs["translations"].numpy()
+        ],
+        "scores": outputs["scores"].numpy().tolist(),
+    }
+print(json.dumps(results))
+"""
+
+
+@pytest.mark.slow
+def test_the_exported_saved_model_serves_without_attncli(parts, tmp_path):
+    model, source_tokenizer, target_tokenizer = parts
+    exported = tmp_path / "exported"
+    saving.export_saved_model(
+        exported, model, source_tokenizer, target_tokenizer, beam_size=3,
+        max_length_ratio=1.0, max_length_offset=4,
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    completed = subprocess.run(
+        [sys.executable, "-I", "-c", SERVE_WITHOUT_ATTNCLI, str(exported), json.dumps(SENTENCES)],
+        cwd=elsewhere, capture_output=True, text=True,
+        env={**env, "TF_CPP_MIN_LOG_LEVEL": "2"},
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    served = json.loads(completed.stdout)
+    for name, search in (("greedy", GREEDY), ("beam", BEAM)):
+        translations = Translator(model, source_tokenizer, target_tokenizer, search).translate(
+            SENTENCES
+        )
+        expected = [[h.text for h in t.hypotheses] for t in translations]
+        assert served[name]["translations"] == expected
+        np.testing.assert_allclose(
+            served[name]["scores"], [[h.score for h in t.hypotheses] for t in translations],
+            rtol=1e-5,
+        )
+    assert served["serving_default"] == served["greedy"]

@@ -1,0 +1,185 @@
+"""train → translate → inspect-weights → resume, as a user runs them: subprocesses.
+
+The runs use `configs/tiny-test.yaml` (600 bundled pairs, a 32-unit model): seconds
+of training, enough to exercise every path.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = REPO / "configs" / "tiny-test.yaml"
+
+pytestmark = pytest.mark.slow
+
+
+def attncli(*args, cwd, stdin=None, timeout=300, check=True):
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    result = subprocess.run(
+        [sys.executable, "-m", "attncli", *map(str, args)],
+        cwd=cwd, input=stdin, capture_output=True, text=True, timeout=timeout, env=env,
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(
+            f"attncli {' '.join(map(str, args))} exited {result.returncode}:\n{result.stderr}"
+        )
+    return result
+
+
+def error_line(result):
+    """The one `Error:` line of a failed command (and that there is no traceback)."""
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("Error: ")]
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """One tiny run, trained to the end."""
+    work = tmp_path_factory.mktemp("work")
+    result = attncli("train", TINY, "--run-dir", "runs/tiny", cwd=work)
+    return work, work / "runs" / "tiny", result
+
+
+def test_train_writes_a_complete_run(trained):
+    work, run, result = trained
+    summary = json.loads(result.stdout)
+    assert summary["epochs"] == 2
+    for name in ("run.json", "config.yaml", "source.vocab.txt", "target.vocab.txt",
+                 "metrics.jsonl", "train.log", "model/config.json"):
+        assert (run / name).is_file(), name
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [record["epoch"] for record in records] == [1, 2]
+    assert records[1]["train_loss"] < records[0]["train_loss"]
+    assert {"bleu", "chrf", "valid_loss"} <= set(records[0])
+    # progress went to stderr, the summary alone to stdout
+    assert "valid loss" in result.stderr
+
+
+def test_translate_is_line_aligned_from_arguments_file_and_stdin(trained):
+    work, run, _ = trained
+    lines = ["Tengo un gato.", "", "¿Dónde está?"]
+    from_args = attncli("translate", run, *lines, cwd=work).stdout.splitlines()
+    assert len(from_args) == 3 and from_args[1] == "" and from_args[0]
+    source = work / "input.txt"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert attncli("translate", run, "--input", source, cwd=work).stdout.splitlines() == from_args
+    stdin = attncli("translate", run, cwd=work, stdin="\n".join(lines) + "\n")
+    assert stdin.stdout.splitlines() == from_args
+
+
+def test_translate_formats_nbest_and_reference(trained):
+    work, run, _ = trained
+    as_json = attncli("translate", run, "Tengo un gato.", "--format", "json", "--beam", "3",
+                      "--n-best", "2", cwd=work)
+    [record] = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert len(record["hypotheses"]) == 2
+    best = record["hypotheses"][0]
+    assert best["score"] >= record["hypotheses"][1]["score"]
+    assert len(best["weights"]) == len(best["tokens"])
+    assert all(len(row) == len(record["source_tokens"]) for row in best["weights"])
+    tsv = attncli("translate", run, "Hola.", "--format", "tsv", "--n-best", "2", "--beam", "2",
+                  cwd=work).stdout.splitlines()
+    assert [row.split("\t")[:2] for row in tsv] == [["1", "1"], ["1", "2"]]
+    reference = work / "reference.txt"
+    reference.write_text("I have a cat.\n", encoding="utf-8")
+    scored = attncli("translate", run, "Tengo un gato.", "--reference", reference, cwd=work)
+    assert "BLEU" in scored.stderr and "chrF" in scored.stderr
+    assert len(scored.stdout.splitlines()) == 1
+
+
+def test_inspect_weights_heatmap_png_step_and_params(trained):
+    work, run, _ = trained
+    picture = work / "attention.png"
+    result = attncli("inspect-weights", run, "--text", "Tengo un gato.", "--png", picture,
+                     "--step", "1", "--params", "--beam", "2", cwd=work)
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    out = result.stdout
+    assert "attention weights (beam 2)" in out
+    assert "tengo" in out and "gato" in out
+    assert "1. score" in out and "2. softmax" in out and "context" in out
+    weights_table = out[out.index("model weights"):]
+    rows = [line for line in weights_table.splitlines() if line.startswith("│")]
+    assert "attention" in rows[0]  # the attention's own matrices come first
+
+
+def test_resume_continues_with_more_epochs_only_through_a_new_run(trained):
+    work, run, _ = trained
+    again = attncli("train", "--resume", "--run-dir", run, cwd=work)
+    assert json.loads(again.stdout)["epochs"] == 2  # already complete: nothing to redo
+    refused = attncli("train", "--resume", "--run-dir", run, "--set", "training.epochs=3",
+                      cwd=work, check=False)
+    assert "--set cannot change a run that is resumed" in error_line(refused)
+
+
+def test_kill_9_in_the_middle_then_resume_and_finish(tmp_path):
+    args = ["train", TINY, "--run-dir", "runs/killed", "--set", "training.epochs=3",
+            "--set", "training.checkpoint_every=3"]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    process = subprocess.Popen([sys.executable, "-m", "attncli", *map(str, args)], cwd=tmp_path,
+                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    index = tmp_path / "runs" / "killed" / "checkpoints" / "checkpoint"
+    try:
+        deadline = time.monotonic() + 240
+        while not index.exists() and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.2)
+        assert index.exists(), "no checkpoint was written before the deadline"
+        time.sleep(1.0)
+        process.send_signal(signal.SIGKILL)
+    finally:
+        process.kill()
+        process.wait(timeout=30)
+    resumed = attncli("train", "--resume", "--run-dir", "runs/killed", cwd=tmp_path)
+    assert "resuming from" in resumed.stderr
+    assert json.loads(resumed.stdout)["epochs"] == 3
+    records = [json.loads(line) for line in
+               (tmp_path / "runs/killed/metrics.jsonl").read_text().splitlines()]
+    assert records[-1]["epoch"] == 3
+
+
+def test_sigterm_writes_a_checkpoint_and_says_how_to_resume(tmp_path):
+    args = ["train", TINY, "--run-dir", "runs/stopped", "--set", "training.epochs=50"]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    process = subprocess.Popen([sys.executable, "-m", "attncli", *map(str, args)], cwd=tmp_path,
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    metrics = tmp_path / "runs" / "stopped" / "metrics.jsonl"
+    try:
+        deadline = time.monotonic() + 240
+        while not metrics.exists() and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.2)
+        assert metrics.exists(), "training did not reach its first evaluation"
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 143
+    assert "checkpoint saved" in stderr and "attncli train --resume --run-dir" in stderr
+    assert (tmp_path / "runs/stopped/checkpoints/checkpoint").exists()
+
+
+def test_same_seed_same_run(tmp_path):
+    losses = []
+    for name in ("a", "b"):
+        attncli("train", TINY, "--run-dir", name, "--set", "training.epochs=1", cwd=tmp_path)
+        record = json.loads((tmp_path / name / "metrics.jsonl").read_text().splitlines()[0])
+        losses.append((record["train_loss"], record["valid_loss"], record["bleu"]))
+    assert losses[0] == losses[1]
+
+
+def test_corrupted_checkpoint_is_one_line(trained, tmp_path):
+    work, run, _ = trained
+    copy = tmp_path / "copy"
+    subprocess.run(["cp", "-r", str(run), str(copy)], check=True)
+    for data in (copy / "checkpoints").glob("*.data-*"):
+        data.write_bytes(b"not a checkpoint")
+    result = attncli("train", "--resume", "--run-dir", copy, cwd=tmp_path, check=False)
+    assert "cannot be restored" in error_line(result)
