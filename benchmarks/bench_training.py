@@ -279,7 +279,8 @@ def main():
     flops = sum(useful_flops(b, built[BASELINE][2]) for b in timed) / tokens
     ceiling = gflops * 1e9 / flops
     base_rate = results[BASELINE][0]
-    print(f"{len(timed)} timed batches of {BATCH_SIZE} ({'bucketed' if args.bucketing else 'random'}"
+    kind = "bucketed" if args.bucketing else "random"
+    print(f"{len(timed)} timed batches of {BATCH_SIZE} ({kind}"
           f"), {tokens} target tokens, {1 - tokens / slots:.0%} of target slots padding; "
           f"warmup {args.warmup} steps; fastest of {args.repeats} runs per step")
     print(f"matmul ceiling {gflops:.0f} GFLOP/s; useful work {flops / 1e6:.1f} MFLOP per "
