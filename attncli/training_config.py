@@ -58,7 +58,9 @@ class TrainingConfig:
         if self.decay_steps < 1:
             raise ValueError(f"decay_steps must be >= 1. Received: decay_steps={self.decay_steps}")
         if not 0.0 < self.decay_rate <= 1.0:
-            raise ValueError(f"decay_rate must be in (0, 1]. Received: decay_rate={self.decay_rate}")
+            raise ValueError(
+                f"decay_rate must be in (0, 1]. Received: decay_rate={self.decay_rate}"
+            )
         if self.clip_norm is not None and self.clip_norm <= 0:
             raise ValueError(
                 f"clip_norm must be positive or None. Received: clip_norm={self.clip_norm}"

@@ -1,14 +1,15 @@
 """Training throughput of attncli's Seq2Seq against the TensorFlow tutorial's model.
 
 One process, the same spa-eng batches for every model (the tutorial's normalisation,
-word level, vocabularies of 5,000, batch 64, split as in BENCHMARKS.md), each model
-trained for `--warmup` steps and then timed for `--steps` steps, in turns (round robin
-over `--rounds`, so machine noise falls on every model alike). Prints a table: target
-tokens/s (non-pad target tokens, end-of-sentence included), the ratio to the baseline,
-useful FLOPs per target token, the share of this machine's measured matmul ceiling, and
-the peak resident memory sampled while each model trained.
+word level, vocabularies of 5,000, batch 64, split as in BENCHMARKS.md, from
+`attncli.pipeline`), each model trained for `--warmup` steps, then the `--steps` timed
+batches in turns, each model running each batch `--repeats` times (the fastest run
+counts), so machine noise falls on every model alike. Prints a table: target tokens/s
+(non-pad target tokens, end of sentence included), the ratio to the baseline, the share
+of the ceiling that this machine's measured matmul rate and the useful FLOPs per target
+token allow, and the peak resident memory of a child process training each model alone.
 
-    python benchmarks/bench_training.py --data /work/shared/data/spa-eng/spa.txt
+    ATTNCLI_SHARED_DATA=/work/shared/data python benchmarks/bench_training.py
 """
 
 import argparse
@@ -279,7 +280,8 @@ def main():
     flops = sum(useful_flops(b, built[BASELINE][2]) for b in timed) / tokens
     ceiling = gflops * 1e9 / flops
     base_rate = results[BASELINE][0]
-    print(f"{len(timed)} timed batches of {BATCH_SIZE} ({'bucketed' if args.bucketing else 'random'}"
+    kind = "bucketed" if args.bucketing else "random"
+    print(f"{len(timed)} timed batches of {BATCH_SIZE} ({kind}"
           f"), {tokens} target tokens, {1 - tokens / slots:.0%} of target slots padding; "
           f"warmup {args.warmup} steps; fastest of {args.repeats} runs per step")
     print(f"matmul ceiling {gflops:.0f} GFLOP/s; useful work {flops / 1e6:.1f} MFLOP per "

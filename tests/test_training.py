@@ -1,4 +1,5 @@
-"""The training step: smoothed masked loss, both decoder paths, schedules, overfitting real pairs."""
+"""The training step: smoothed masked loss, both decoder paths, schedules, overfitting
+real pairs."""
 
 import os
 from pathlib import Path
