@@ -28,7 +28,7 @@ class TrainingConfig:
 
     The step is a `tf.function` without XLA: measured on spa-eng batches, XLA
     compiled each new batch shape in about 12 s and then ran a step 3x slower than
-    the plain graph (see docs/README-model.md).
+    the plain graph (see docs/model.md).
     """
 
     learning_rate: float = 1e-3
