@@ -47,7 +47,7 @@ def heatmap_table(source_tokens, output_tokens, weights, decimals=2, title=None)
     table = Table(title=title, show_lines=False, pad_edge=False)
     table.add_column("output \\ source", style="bold")
     for token in source_tokens:
-        table.add_column(token, justify="right", no_wrap=True)
+        table.add_column(Text(token), justify="right", no_wrap=True)
     for token, row in zip(output_tokens, weights):
         best = int(np.argmax(row)) if row.size else -1
         cells = []
@@ -55,7 +55,7 @@ def heatmap_table(source_tokens, output_tokens, weights, decimals=2, title=None)
             mark = "*" if position == best else " "
             cells.append(Text(f"{weight:.{decimals}f}{mark}", style=_shade(weight)
                               + (" bold" if position == best else "")))
-        table.add_row(token, *cells)
+        table.add_row(Text(token), *cells)
     return table
 
 
@@ -65,15 +65,15 @@ def save_heatmap_png(source_tokens, output_tokens, weights, path, title=None):
     Source tokens run along the top, output tokens down the side, and each row's
     largest weight is outlined.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # A Figure of its own, not pyplot: no global backend is switched, no window opens.
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Rectangle
 
     weights = _check(source_tokens, output_tokens, weights)
     width = max(4.0, 0.55 * len(source_tokens) + 2.0)
     height = max(3.0, 0.45 * len(output_tokens) + 1.5)
-    figure, axes = plt.subplots(figsize=(width, height))
+    figure = Figure(figsize=(width, height))
+    axes = figure.subplots()
     image = axes.imshow(weights, cmap="Blues", vmin=0.0, vmax=1.0, aspect="auto")
     axes.set_xticks(range(len(source_tokens)), labels=source_tokens, rotation=60,
                     ha="left", rotation_mode="anchor")
@@ -85,11 +85,10 @@ def save_heatmap_png(source_tokens, output_tokens, weights, path, title=None):
     for row, values in enumerate(weights):
         if values.size:
             column = int(np.argmax(values))
-            axes.add_patch(plt.Rectangle((column - 0.5, row - 0.5), 1, 1, fill=False,
-                                         edgecolor="darkorange", linewidth=1.5))
+            axes.add_patch(Rectangle((column - 0.5, row - 0.5), 1, 1, fill=False,
+                                     edgecolor="darkorange", linewidth=1.5))
     figure.colorbar(image, ax=axes, label="attention weight")
     if title:
         figure.suptitle(title, y=0.02, va="bottom", fontsize="small")
     figure.tight_layout()
     figure.savefig(path, dpi=120)
-    plt.close(figure)

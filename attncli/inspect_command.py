@@ -10,11 +10,14 @@
 Everything asked for is printed to stdout (it is the result of the command).
 """
 
+import dataclasses
 import sys
+from pathlib import Path
 
 import numpy as np
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from attncli.errors import AttncliError
 from attncli.heatmap import heatmap_table, save_heatmap_png
@@ -48,7 +51,7 @@ def parameter_table(model, decimals=4):
     return table
 
 
-def step_walk(loaded, translation, hypothesis, step):
+def step_walk(loaded, translator, translation, hypothesis, step):
     """The attention computation of output token `step` (1-based), replayed.
 
     The decoder is run over the hypothesis's own tokens up to `step`; the query it
@@ -68,7 +71,6 @@ def step_walk(loaded, translation, hypothesis, step):
             f"{len(hypothesis.tokens)} output tokens (1..{len(hypothesis.tokens)})"
         )
     model = loaded.model
-    translator = loaded.translator()
     _, source_ids = translator.source_ids(tf.constant([translation.source]))
     memory, state = model.encode(source_ids)
     vocabulary = loaded.target_tokenizer.vocabulary
@@ -104,10 +106,17 @@ def _short(vector, decimals, shown=4):
 def step_table(walk, step, score_name, decimals=4):
     """The worked-example table of one output step, as `score-demo` lays it out."""
     table = Table(
-        title=f"output token {step} {walk['output_token']!r} "
-        f"(after {walk['previous_token']!r}); score: {score_name}; "
-        f"query {_short(walk['query'], decimals)}",
+        title=Text(
+            f"output token {step} {walk['output_token']!r} "
+            f"(after {walk['previous_token']!r}); score: {score_name}; "
+            f"query {_short(walk['query'], decimals)}"
+        ),
     )
+    if "local" in score_name:
+        table.caption = Text(
+            "1. is the raw score of every position; 2. is the weight the model used: the "
+            "softmax over the window only (local-p: times the Gaussian, so it sums below 1)"
+        )
     table.add_column("s", justify="right")
     table.add_column("source token")
     table.add_column("encoder hidden h̄_s")
@@ -118,7 +127,7 @@ def step_table(walk, step, score_name, decimals=4):
     for s, token in enumerate(walk["source_tokens"]):
         style = "bold" if s == best else None
         table.add_row(
-            str(s + 1), token, _short(walk["values"][s], decimals),
+            str(s + 1), Text(token), _short(walk["values"][s], decimals),
             f"{walk['scores'][s]:.{decimals}f}", f"{walk['weights'][s]:.{decimals}f}",
             _short(walk["weighted_values"][s], decimals), style=style,
         )
@@ -140,6 +149,14 @@ def inspect(run_path, text, beam, png, step, params, decimals):
         )
     if beam is not None and beam < 1:
         raise AttncliError(f"--beam must be >= 1, got {beam}")
+    if decimals < 0:
+        raise AttncliError(f"--decimals must be >= 0, got {decimals}")
+    if png is not None:
+        png = Path(png)
+        if png.suffix.lower() != ".png":
+            raise AttncliError(f"--png {png}: the picture is a PNG; name it with .png")
+        if not png.parent.is_dir():
+            raise AttncliError(f"--png {png}: no such folder {png.parent}")
     directory = model_directory(run_path)
 
     from attncli.saving import load_model
@@ -152,20 +169,27 @@ def inspect(run_path, text, beam, png, step, params, decimals):
         out.print(parameter_table(loaded.model, decimals))
     if not text:
         return 0
-    search = SearchConfig(beam_size=beam or 1, n_best=1)
-    [translation] = loaded.translator(search).translate([text])
+    # The run's own search (as `translate` uses it), with --beam if given.
+    search = SearchConfig(**loaded.metadata.get("decoding", {}))
+    search = dataclasses.replace(search, beam_size=beam or search.beam_size, n_best=1)
+    translator = loaded.translator(search)
+    [translation] = translator.translate([text])
     hypothesis = translation.hypotheses[0]
     source_tokens = list(translation.source_tokens)
-    out.print(f"{text}  →  {hypothesis.text}", highlight=False)
+    out.print(f"{text}  →  {hypothesis.text}", highlight=False, markup=False)
     out.print(heatmap_table(
-        source_tokens, list(hypothesis.tokens), hypothesis.weights,
+        source_tokens, list(hypothesis.tokens), hypothesis.weights, decimals=decimals,
         title=f"attention weights ({'greedy' if search.beam_size == 1 else f'beam {search.beam_size}'})",
     ))
     if png is not None:
-        save_heatmap_png(source_tokens, list(hypothesis.tokens), hypothesis.weights, png,
-                         title=f"{text} → {hypothesis.text}")
-        out.print(f"saved {png}", highlight=False)
+        try:
+            save_heatmap_png(source_tokens, list(hypothesis.tokens), hypothesis.weights, png,
+                             title=f"{text} → {hypothesis.text}")
+        except OSError as error:
+            raise AttncliError(f"--png {png}: cannot write it ({error.strerror})") from None
+        out.print(f"saved {png}", highlight=False, markup=False)
     if step is not None:
-        walk = step_walk(loaded, translation, hypothesis, step)
-        out.print(step_table(walk, step, loaded.model.config.score, decimals))
+        walk = step_walk(loaded, translator, translation, hypothesis, step)
+        config = loaded.model.config
+        out.print(step_table(walk, step, f"{config.score}, {config.alignment}", decimals))
     return 0

@@ -82,8 +82,8 @@ def edit_distance(hypothesis, reference):
         for j, expected in enumerate(reference, start=1):
             current.append(
                 min(
-                    previous[j] + 1,  # deletion
-                    current[j - 1] + 1,  # insertion
+                    previous[j] + 1,  # an extra hypothesis token (insertion)
+                    current[j - 1] + 1,  # a missing reference token (deletion)
                     previous[j - 1] + (token != expected),  # substitution or match
                 )
             )

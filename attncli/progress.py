@@ -86,7 +86,7 @@ class TrainingDisplay:
         self.console.print(self.table(self.rows[-1:], header=len(self.rows) == 1))
 
     def message(self, text):
-        self.console.print(text, highlight=False)
+        self.console.print(text, highlight=False, markup=False)
 
     @staticmethod
     def table(records, header=True):

@@ -77,6 +77,12 @@ class RunConfig:
     training: LoopConfig = dataclasses.field(default_factory=LoopConfig)
     decoding: SearchConfig = dataclasses.field(default_factory=SearchConfig)
 
+    def __post_init__(self):
+        if not self.name or self.name in (".", "..") or "/" in self.name or "\\" in self.name:
+            raise ValueError(
+                f"name must be a plain folder name (it names runs/NAME), got {self.name!r}"
+            )
+
     def model_config(self, source_vocab_size, target_vocab_size):
         """The `ModelConfig` of this run for vocabularies of the given sizes."""
         return ModelConfig(

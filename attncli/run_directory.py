@@ -73,6 +73,11 @@ class RunDirectory:
             )
         if run.path.exists() and not run.path.is_dir():
             raise AttncliError(f"{run.path} is a file, not a run directory; choose another --run-dir")
+        if run.path.is_dir() and not run.marker_path.exists() and any(run.path.iterdir()):
+            raise AttncliError(
+                f"{run.path} is a folder that holds other files, not an attncli run; "
+                "choose an empty or new --run-dir"
+            )
         run.path.mkdir(parents=True, exist_ok=True)
         if overwrite or not run.has_progress():
             for stale in (run.metrics_path, run.log_path):

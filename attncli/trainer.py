@@ -8,6 +8,7 @@ moment leaves a run that `--resume` continues. The best model by the validation
 metric is kept in `RUN/model`, replaced atomically.
 """
 
+import dataclasses
 import math
 import signal
 import time
@@ -21,9 +22,9 @@ from attncli.metrics import pronunciation_scores, translation_scores
 from attncli.model import Seq2Seq
 from attncli.pipeline import PipelineStats, encode_pairs, epoch_batches
 from attncli.saving import save_model
-from attncli.search_config import SearchConfig
 from attncli.tokenization import Tokenizer
 from attncli.training import make_eval_step, make_optimizer, make_train_step
+from attncli.translation import Translator
 
 
 class Interrupted(Exception):
@@ -117,6 +118,9 @@ class Trainer:
         self.best_metric = tf.Variable(-math.inf, dtype=tf.float64, trainable=False)
         self.stale_evaluations = tf.Variable(0, dtype=tf.int64, trainable=False)
         self.seconds = tf.Variable(0.0, dtype=tf.float64, trainable=False)
+        # The running loss of the current epoch, so a resumed epoch reports all of it.
+        self.epoch_loss_sum = tf.Variable(0.0, dtype=tf.float64, trainable=False)
+        self.epoch_tokens = tf.Variable(0, dtype=tf.int64, trainable=False)
         self.checkpoint = tf.train.Checkpoint(
             model=self.model,
             optimizer=self.optimizer,
@@ -125,6 +129,8 @@ class Trainer:
             best_metric=self.best_metric,
             stale_evaluations=self.stale_evaluations,
             seconds=self.seconds,
+            epoch_loss_sum=self.epoch_loss_sum,
+            epoch_tokens=self.epoch_tokens,
         )
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, str(run.checkpoint_dir), max_to_keep=2
@@ -138,27 +144,42 @@ class Trainer:
             self.splits.train, self.source_tokenizer, self.target_tokenizer,
             max_length=data.max_length, source_end=data.source_end, stats=self.stats,
         )
+        self.validation_translator = Translator(
+            self.model, self.source_tokenizer, self.target_tokenizer,
+            dataclasses.replace(
+                config.decoding, beam_size=config.training.eval_beam_size, n_best=1
+            ),
+            source_end=data.source_end,
+        )
         self.valid_encoded = encode_pairs(
             self.splits.valid, self.source_tokenizer, self.target_tokenizer,
             max_length=None, source_end=data.source_end,
         )
 
     def _restore(self):
-        latest = self.manager.latest_checkpoint
-        if latest is None:
+        """Restore the newest checkpoint that can be read, falling back to older ones."""
+        candidates = list(reversed(self.manager.checkpoints))
+        if not candidates:
             self.progress.message("no checkpoint yet: starting this run from the beginning")
             return
-        try:
-            self.checkpoint.restore(latest).assert_existing_objects_matched()
-        except Exception as error:  # noqa: BLE001  A damaged file fails in many ways.
-            first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
-            raise AttncliError(
-                f"checkpoint {latest} cannot be restored ({first_line}); "
-                "delete it to fall back to the previous one, or train again with --overwrite"
-            ) from None
-        self.progress.message(
-            f"resuming from {latest}: epoch {int(self.epoch.numpy()) + 1}, "
-            f"batch {int(self.batch.numpy())}"
+        problems = []
+        for path in candidates:
+            try:
+                self.checkpoint.restore(path).assert_existing_objects_matched()
+            except Exception as error:  # noqa: BLE001  A damaged file fails in many ways.
+                lines = str(error).strip().splitlines()
+                problems.append(f"{path}: {lines[0] if lines else type(error).__name__}")
+                continue
+            if problems:
+                self.progress.message(f"skipped damaged checkpoint(s): {'; '.join(problems)}")
+            self.progress.message(
+                f"resuming from {path}: epoch {int(self.epoch.numpy()) + 1}, "
+                f"batch {int(self.batch.numpy())}"
+            )
+            return
+        raise AttncliError(
+            f"no checkpoint of {self.run.path} can be restored ({problems[0]}); "
+            "start the run again with --overwrite"
         )
 
     def _batches(self, epoch, skip=0):
@@ -183,19 +204,28 @@ class Trainer:
         started = time.monotonic() - float(self.seconds.numpy())
         last_record = None
         with _SignalFlag() as flag:
-            while int(self.epoch.numpy()) < training.epochs:
+            while self._reason_to_stop(started) is None:
                 epoch = int(self.epoch.numpy())
                 skip = int(self.batch.numpy())
+                if skip == 0:
+                    self.epoch_loss_sum.assign(0.0)
+                    self.epoch_tokens.assign(0)
                 self.stats.reset()
                 self.progress.start_epoch(epoch + 1, training.epochs, skip)
-                losses, tokens = [], 0
                 window_start, window_tokens = time.monotonic(), 0
+                finished_epoch = True
                 for inputs, target_out in self._batches(epoch, skip):
                     result = self.train_step(inputs, target_out)
                     loss = float(result["loss"])
                     count = int(result["tokens"])
-                    losses.append(loss * count)
-                    tokens += count
+                    if not math.isfinite(loss):
+                        raise AttncliError(
+                            f"the loss became {loss} at epoch {epoch + 1}, batch "
+                            f"{int(self.batch.numpy()) + 1}; the last good checkpoint is kept: "
+                            "lower training.learning_rate or set training.clip_norm"
+                        )
+                    self.epoch_loss_sum.assign_add(loss * count)
+                    self.epoch_tokens.assign_add(count)
                     window_tokens += count
                     self.batch.assign_add(1)
                     now = time.monotonic()
@@ -209,9 +239,13 @@ class Trainer:
                     if int(self.optimizer.iterations.numpy()) % training.checkpoint_every == 0:
                         self.manager.save()
                     if self._out_of_time(started):
+                        finished_epoch = False
                         break
-                finished_epoch = not self._out_of_time(started)
-                train_loss = sum(losses) / max(tokens, 1)
+                # The trained batches are safe before the (possibly long) evaluation.
+                self.manager.save()
+                train_loss = float(self.epoch_loss_sum.numpy()) / max(
+                    int(self.epoch_tokens.numpy()), 1
+                )
                 last_record = self._evaluate(epoch + 1, train_loss, finished_epoch)
                 if finished_epoch:
                     self.epoch.assign_add(1)
@@ -220,23 +254,37 @@ class Trainer:
                 self.manager.save()
                 if flag.received:
                     raise Interrupted(flag.received, epoch + 1, int(self.batch.numpy()))
-                if not finished_epoch:
-                    self.progress.message(
-                        f"stopping: the time budget of {training.max_minutes:g} minutes is spent"
-                    )
-                    break
-                if training.patience and int(self.stale_evaluations.numpy()) >= training.patience:
-                    self.progress.message(
-                        f"stopping early: no better validation metric for {training.patience} "
-                        "evaluations"
-                    )
-                    break
+        self.progress.message(f"finished: {self._reason_to_stop(started)}")
         return {
             "epochs": int(self.epoch.numpy()),
-            "best_metric": float(self.best_metric.numpy()),
+            "best": {self.metric_name: self._metric_value(float(self.best_metric.numpy()))},
             "last": last_record,
             "model": str(self.run.model_dir),
         }
+
+    def _reason_to_stop(self, started):
+        """Why training is over (epochs, time budget or patience spent), or None."""
+        training = self.config.training
+        if int(self.epoch.numpy()) >= training.epochs:
+            return f"{training.epochs} epochs trained"
+        if self._out_of_time(started):
+            return f"the time budget of {training.max_minutes:g} minutes is spent"
+        if training.patience and int(self.stale_evaluations.numpy()) >= training.patience:
+            return (
+                f"stopped early: no better validation {self.metric_name} for "
+                f"{training.patience} evaluations"
+            )
+        return None
+
+    @property
+    def metric_name(self):
+        return "wer" if self.config.data.task == "pronunciation" else "bleu"
+
+    def _metric_value(self, maximised):
+        """The metric as users read it (the loop maximises minus WER)."""
+        if not math.isfinite(maximised):
+            return None
+        return -maximised if self.metric_name == "wer" else maximised
 
     def _out_of_time(self, started):
         limit = self.config.training.max_minutes
@@ -260,22 +308,23 @@ class Trainer:
     def validation_metric(self):
         """The task's metrics on (the first `eval_sentences` of) the validation split.
 
+        Outputs are compared with references written the way the target side is
+        tokenized: when it folds case, strips accents or drops characters, the
+        references are passed through the same normalisation (tokenized and
+        detokenized), since no output could ever match what was removed.
+
         Returns:
             `(value, record)`: the value to maximise (BLEU, or minus WER) and a dict
             of every figure.
         """
-        from attncli.translation import Translator
-
         training = self.config.training
         references = self.splits.valid
         count = len(references) if training.eval_sentences is None else training.eval_sentences
         sources, targets = references.head(count).references()
-        translator = Translator(
-            self.model, self.source_tokenizer, self.target_tokenizer,
-            SearchConfig(beam_size=training.eval_beam_size, n_best=1),
-            source_end=self.config.data.source_end,
-        )
-        outputs = [result.hypotheses[0].text for result in translator.translate(sources)]
+        results = self.validation_translator.translate(sources)
+        outputs = [result.hypotheses[0].text for result in results]
+        if self.normalise_references:
+            targets = [self._normalised(options) for options in targets]
         if self.config.data.task == "pronunciation":
             scores = pronunciation_scores(
                 [output.split() for output in outputs],
@@ -283,12 +332,23 @@ class Trainer:
             )
             return -scores.wer, {"per": scores.per, "wer": scores.wer}
         most = max(len(options) for options in targets)
+        # sacreBLEU takes one stream per reference; a sentence with fewer references
+        # repeats its first, which changes neither clipped n-gram counts nor lengths.
         streams = [
             [options[i] if i < len(options) else options[0] for options in targets]
             for i in range(most)
         ]
         scores = translation_scores(outputs, streams)
         return scores.bleu, {"bleu": scores.bleu, "chrf": scores.chrf}
+
+    @property
+    def normalise_references(self):
+        side = self.config.data.target
+        return side.lowercase or side.strip_accents or side.drop_pattern is not None
+
+    def _normalised(self, texts):
+        tokens = self.target_tokenizer.tokenize(tf.constant(texts))
+        return [text.decode("utf-8") for text in self.target_tokenizer.detokenize(tokens).numpy()]
 
     def _evaluate(self, epoch, train_loss, finished_epoch):
         valid_loss = self.validation_loss()
@@ -312,6 +372,7 @@ class Trainer:
             self.stale_evaluations.assign_add(1)
         record = {
             "epoch": epoch,
+            "references": "normalised" if self.normalise_references else "raw",
             "complete_epoch": finished_epoch,
             "step": int(self.optimizer.iterations.numpy()),
             "train_loss": train_loss,

@@ -13,6 +13,7 @@ Formats:
 """
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -36,6 +37,24 @@ def model_directory(run_path):
     return run.model_dir
 
 
+def split_lines(text):
+    """Lines split at "\n" only (str.splitlines also splits at U+2028, NEL, ...,
+    which would break the one-output-line-per-input-line promise)."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def _decode(data, where):
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise AttncliError(
+            f"{where}: not UTF-8 text (byte {error.start}); convert it to UTF-8"
+        ) from None
+
+
 def read_sentences(texts, input_file, stdin=None):
     """The input lines: arguments, else the file, else stdin."""
     if texts and input_file is not None:
@@ -45,24 +64,21 @@ def read_sentences(texts, input_file, stdin=None):
     if input_file is not None:
         path = Path(input_file)
         try:
-            content = path.read_text(encoding="utf-8")
+            data = path.read_bytes()
         except FileNotFoundError:
             raise AttncliError(f"--input {path}: no such file") from None
-        except UnicodeDecodeError as error:
-            raise AttncliError(
-                f"--input {path}: not UTF-8 text (byte {error.start}); convert it to UTF-8"
-            ) from None
         except OSError as error:
             raise AttncliError(f"--input {path}: cannot read it ({error.strerror})") from None
-        if not content:
+        if not data:
             raise AttncliError(f"--input {path} is empty: give one sentence per line")
-        return content.splitlines()
+        return split_lines(_decode(data, f"--input {path}"))
     stdin = stdin if stdin is not None else sys.stdin
     if stdin.isatty():
         raise AttncliError(
             "no sentences: give them as arguments, with --input FILE, or on stdin"
         )
-    return stdin.read().splitlines()
+    data = stdin.buffer.read() if hasattr(stdin, "buffer") else stdin.read().encode("utf-8")
+    return split_lines(_decode(data, "stdin"))
 
 
 def search_config(base, beam, alpha, n_best):
@@ -131,20 +147,25 @@ def format_line(number, result, output_format):
     )
 
 
-def reference_scores(task, results, reference_path):
-    """The corpus metric of the best translations against a reference file."""
-    from attncli.metrics import pronunciation_scores, translation_scores
-
+def read_references(reference_path, count):
+    """The lines of `--reference`, checked to align with the `count` inputs."""
     path = Path(reference_path)
     try:
-        references = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as error:
-        raise AttncliError(f"--reference {path}: cannot read it ({error})") from None
-    if len(references) != len(results):
+        references = split_lines(_decode(path.read_bytes(), f"--reference {path}"))
+    except OSError as error:
+        raise AttncliError(f"--reference {path}: cannot read it ({error.strerror})") from None
+    if len(references) != count:
         raise AttncliError(
-            f"--reference {path} has {len(references)} lines for {len(results)} inputs; "
+            f"--reference {path} has {len(references)} lines for {count} inputs; "
             "they must be line-aligned"
         )
+    return references
+
+
+def reference_scores(task, results, references):
+    """The corpus metric of the best translations against the reference lines."""
+    from attncli.metrics import pronunciation_scores, translation_scores
+
     best = [result.hypotheses[0].text if result else "" for result in results]
     if task == "pronunciation":
         scores = pronunciation_scores(
@@ -162,8 +183,11 @@ def translate(run_path, texts, input_file, beam, alpha, n_best, output_format, r
         raise AttncliError(
             f"--format {output_format!r} is not a format; choose one of {', '.join(FORMATS)}"
         )
+    if batch_size < 1:
+        raise AttncliError(f"--batch-size must be >= 1, got {batch_size}")
     directory = model_directory(run_path)
     lines = read_sentences(texts, input_file)
+    references = read_references(reference, len(lines)) if reference is not None else None
 
     from attncli.saving import load_model
     from attncli.search_config import SearchConfig
@@ -173,10 +197,15 @@ def translate(run_path, texts, input_file, beam, alpha, n_best, output_format, r
     translator = loaded.translator(search_config(base, beam, alpha, n_best))
     with console.status(f"translating {len(lines)} line(s)"):
         results = translate_lines(translator, lines, batch_size=batch_size)
-    for number, result in enumerate(results, start=1):
-        sys.stdout.write(format_line(number, result, output_format) + "\n")
-    sys.stdout.flush()
-    if reference is not None:
+    try:
+        for number, result in enumerate(results, start=1):
+            sys.stdout.write(format_line(number, result, output_format) + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader stopped early (`| head`): not an error, and nothing more to say.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    if references is not None:
         task = loaded.metadata.get("task", "translation")
-        console.print(reference_scores(task, results, reference), highlight=False)
+        console.print(reference_scores(task, results, references), highlight=False)
     return 0

@@ -112,13 +112,20 @@ def test_inspect_weights_heatmap_png_step_and_params(trained):
     assert "attention" in rows[0]  # the attention's own matrices come first
 
 
-def test_resume_continues_with_more_epochs_only_through_a_new_run(trained):
+def test_resume_of_a_finished_run_extends_it_only_in_length(trained, tmp_path):
     work, run, _ = trained
-    again = attncli("train", "--resume", "--run-dir", run, cwd=work)
+    copy = tmp_path / "copy"
+    subprocess.run(["cp", "-r", str(run), str(copy)], check=True)
+    again = attncli("train", "--resume", "--run-dir", copy, cwd=work)
     assert json.loads(again.stdout)["epochs"] == 2  # already complete: nothing to redo
-    refused = attncli("train", "--resume", "--run-dir", run, "--set", "training.epochs=3",
+    assert "finished: 2 epochs trained" in again.stderr
+    refused = attncli("train", "--resume", "--run-dir", copy, "--set", "model.units=64",
                       cwd=work, check=False)
-    assert "--set cannot change a run that is resumed" in error_line(refused)
+    assert "--set model.units cannot change a run that is resumed" in error_line(refused)
+    longer = attncli("train", "--resume", "--run-dir", copy, "--set", "training.epochs=3",
+                     cwd=work)
+    assert json.loads(longer.stdout)["epochs"] == 3
+    assert "epochs: 3" in (copy / "config.yaml").read_text()
 
 
 def test_kill_9_in_the_middle_then_resume_and_finish(tmp_path):
