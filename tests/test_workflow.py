@@ -182,11 +182,11 @@ def test_same_seed_same_run(tmp_path):
     assert losses[0] == losses[1]
 
 
-def test_corrupted_checkpoint_is_one_line(trained, tmp_path):
+def test_damaged_checkpoints_are_one_line(trained, tmp_path):
     work, run, _ = trained
     copy = tmp_path / "copy"
     subprocess.run(["cp", "-r", str(run), str(copy)], check=True)
     for data in (copy / "checkpoints").glob("*.data-*"):
         data.write_bytes(b"not a checkpoint")
     result = attncli("train", "--resume", "--run-dir", copy, cwd=tmp_path, check=False)
-    assert "cannot be restored" in error_line(result)
+    assert "no checkpoint of" in error_line(result) and "--overwrite" in result.stderr
