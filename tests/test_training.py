@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 from attncli.corpora import read_tsv
+from attncli.decoding import compile_search
 from attncli.model import Seq2Seq
 from attncli.model_config import ModelConfig
 from attncli.pipeline import make_dataset
@@ -205,7 +206,7 @@ def real_pairs(count):
     [dict(decoder="bahdanau", score="additive"), dict(decoder="luong", score="general")],
     ids=["bahdanau", "luong"],
 )
-def test_overfits_real_pairs_until_argmax_reproduces_every_target(options):
+def test_overfits_real_pairs_until_greedy_and_beam_reproduce_every_target(options):
     pairs = real_pairs(200)
     tokenizers = []
     for texts in (pairs.sources, pairs.targets):
@@ -224,17 +225,29 @@ def test_overfits_real_pairs_until_argmax_reproduces_every_target(options):
     config = TrainingConfig(learning_rate=5e-3, label_smoothing=0.0)
     train_step = make_train_step(model, make_optimizer(config), config)
 
-    def all_reproduced():
+    searches = {"greedy": compile_search(model, beam_size=1),
+                "beam 4": compile_search(model, beam_size=4)}
+
+    def not_reproduced():
+        """What does not yet give back every target: teacher forcing, or a search."""
         for (source, target_in), target_out in batches:
+            expected = target_out.numpy()
             predicted = np.argmax(model((source, target_in)), axis=-1)
-            mask = target_out.numpy() != 0
-            if not np.array_equal(predicted[mask], target_out.numpy()[mask]):
-                return False
-        return True
+            if not np.array_equal(predicted[expected != 0], expected[expected != 0]):
+                return "teacher-forced argmax"
+            for name, search in searches.items():
+                hypotheses = search(source)
+                for row, target in enumerate(expected):
+                    length = int(hypotheses.lengths[row, 0])
+                    if not np.array_equal(hypotheses.token_ids[row, 0, :length],
+                                          target[target != 0]):
+                        return name
+        return None
 
     for epoch in range(200):
         for inputs, target_out in batches:
             train_step(inputs, target_out)
-        if epoch % 10 == 9 and all_reproduced():
+        if epoch % 10 == 9 and not_reproduced() is None:
             break
-    assert all_reproduced(), f"not overfit after {epoch + 1} epochs"
+    failing = not_reproduced()
+    assert failing is None, f"{failing} does not reproduce every target after {epoch + 1} epochs"
