@@ -68,6 +68,16 @@ class AttentionDecoder(keras.layers.Layer):
             score, alignment, window, attention_units or units, name="attention"
         )
         self.dropout_layer = keras.layers.Dropout(dropout, name="dropout")
+        # The output layer reads layer-normalised features. Without the norm they start
+        # tiny (about 0.01 RMS: Keras's embeddings are U(-0.05, 0.05) and the GRUs and
+        # tanh(W_c [c; h]) keep that scale), so each Adam step on W_o moves the logits
+        # very little and the model learned about 2x slower per step than the TF
+        # tutorial's (which layer-normalises too): training loss 4.53 after 300 steps of
+        # batch 64 on spa-eng, 2.73 with the norm, 2.67 the tutorial's. epsilon 1e-6:
+        # Keras's 1e-3 exceeds the features' variance at initialisation (2.88).
+        self.output_norm = keras.layers.LayerNormalization(
+            epsilon=1e-6, dtype=self.dtype_policy, name="output_norm"
+        )
         self.output_layer = keras.layers.Dense(
             vocab_size, dtype=self.dtype_policy, name="output_projection"
         )
@@ -85,6 +95,7 @@ class AttentionDecoder(keras.layers.Layer):
         self.embedding.build((None, None))
         self.cell.build((None, self.cell_input_dim))
         self.attention.build([(None, None, self.units), (None, None, self.memory_dim)])
+        self.output_norm.build((None, self.units))
         self.output_layer.build((None, self.units))
 
     def memory(self, values, source_mask):
@@ -189,7 +200,7 @@ class BahdanauDecoder(AttentionDecoder):
 
         c_i = sum_j a_ij h_j,  a_i = softmax_j(score(s_{i-1}, h_j))
         s_i = f(s_{i-1}, [E y_{i-1}; c_i])
-        logits_i = W_o s_i + b_o
+        logits_i = W_o LayerNorm(s_i) + b_o
 
     The query is the previous decoder state `s_{i-1}` (for an LSTM its `h`); the
     context is concatenated with the input embedding and fed to the RNN.
@@ -236,7 +247,7 @@ class BahdanauDecoder(AttentionDecoder):
             context[:, 0], offset=self.embedding_dim, use_bias=False
         )
         output, cell_state = self.cell.step(gates_x, cell_state)
-        features = self.dropout_layer(output, training=training)
+        features = self.dropout_layer(self.output_norm(output), training=training)
         return features, self._join_state(cell_state, None, position), weights[:, 0]
 
 
@@ -247,7 +258,7 @@ class LuongDecoder(AttentionDecoder):
         h_t = f(h_{t-1}, x_t),  x_t = E y_{t-1}  or  [E y_{t-1}; h~_{t-1}] (input feeding)
         c_t = sum_s a_ts h_s,  a_t = align(h_t, h_s)
         h~_t = tanh(W_c [c_t; h_t])
-        logits_t = W_o h~_t + b_o
+        logits_t = W_o LayerNorm(h~_t) + b_o
 
     Without input feeding nothing recurrent depends on attention, so `call` runs the
     RNN over the whole target and attends with one batched product (skipping the
@@ -264,7 +275,7 @@ class LuongDecoder(AttentionDecoder):
 
     Returns:
         `(features (batch_size, T, units), weights (batch_size, T, S))`, features
-        being `h~`.
+        being `LayerNorm(h~)`.
     """
 
     def __init__(self, *args, input_feeding=False, **kwargs):
@@ -308,7 +319,7 @@ class LuongDecoder(AttentionDecoder):
         attentional, weights = self._attentional(output[:, None, :], memory, training, positions)
         # attentional: batch x 1 x units
         attentional = attentional[:, 0]
-        features = self.dropout_layer(attentional, training=training)
+        features = self.dropout_layer(self.output_norm(attentional), training=training)
         return features, self._join_state(cell_state, attentional, position), weights[:, 0]
 
     def call(self, target_in_ids, state, memory, training=None, stepwise=False):
@@ -328,7 +339,8 @@ class LuongDecoder(AttentionDecoder):
             steps = ops.arange(ops.shape(target_in_ids)[1], dtype="int32")
             positions = position[:, None] + steps[None, :]
         attentional, weights = self._attentional(outputs, memory, training, positions)
-        return self.dropout_layer(attentional, training=training), weights
+        features = self.output_norm(attentional)
+        return self.dropout_layer(features, training=training), weights
 
     def get_config(self):
         config = super().get_config()

@@ -74,7 +74,11 @@ def gradients(model, **loss_options):
 
 def assert_same_gradients(first, second):
     for a, b in zip(first, second):
-        np.testing.assert_allclose(tf.convert_to_tensor(a), tf.convert_to_tensor(b), atol=1e-6)
+        # rtol: behind the output layer's LayerNorm some gradients are of order 10, where
+        # float32 round-off between two orders of summation exceeds 1e-6.
+        np.testing.assert_allclose(
+            tf.convert_to_tensor(a), tf.convert_to_tensor(b), rtol=1e-5, atol=1e-6
+        )
 
 
 def test_loss_counts_non_pad_tokens_and_equals_numpy():
