@@ -19,6 +19,7 @@ from pathlib import Path
 import yaml
 
 from attncli.errors import AttncliError
+from attncli.files import write_text_atomically
 
 
 class ConfigError(AttncliError):
@@ -104,12 +105,7 @@ def load_yaml(path):
 
 def save_yaml(config, path):
     """Write the resolved configuration as YAML, atomically."""
-    path = Path(path)
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(
-        yaml.safe_dump(to_mapping(config), sort_keys=False), encoding="utf-8"
-    )
-    temporary.replace(path)
+    write_text_atomically(path, yaml.safe_dump(to_mapping(config), sort_keys=False))
 
 
 def apply_overrides(mapping, overrides):

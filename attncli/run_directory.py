@@ -19,6 +19,7 @@ from pathlib import Path
 
 from attncli import __version__
 from attncli.errors import AttncliError
+from attncli.files import write_text_atomically
 
 RUN_FORMAT = 1
 MARKER = "run.json"
@@ -149,11 +150,4 @@ class RunDirectory:
 
 def write_json_atomically(path, value):
     """Write JSON to `path` so that a reader sees the old file or the new, never half."""
-    path = Path(path)
-    temporary = path.with_name(f".{path.name}.tmp")
-    with open(temporary, "w", encoding="utf-8") as stream:
-        json.dump(value, stream, indent=2, sort_keys=True)
-        stream.write("\n")
-        stream.flush()
-        os.fsync(stream.fileno())
-    os.replace(temporary, path)
+    write_text_atomically(path, json.dumps(value, indent=2, sort_keys=True) + "\n")

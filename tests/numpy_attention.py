@@ -39,3 +39,16 @@ def reference_attention(query, keys, values, value_mask=None, query_mask=None,
 
 def lengths_to_mask(valid_lengths, maxlen):
     return np.arange(maxlen)[None, :] < np.asarray(valid_lengths)[:, None]
+
+
+def layer_outputs(layer, query, values, keys, query_mask=None, value_mask=None, **kwargs):
+    """`(context, weights)` of an attention layer called the Keras way, as NumPy arrays."""
+    from keras import ops
+
+    context, weights = layer(
+        [query, values, keys],
+        mask=[query_mask, value_mask],
+        return_attention_scores=True,
+        **kwargs,
+    )
+    return ops.convert_to_numpy(context), ops.convert_to_numpy(weights)

@@ -5,6 +5,7 @@ import tensorflow as tf
 from keras import ops
 
 from keras_roundtrip import outputs_in_fresh_process
+from numpy_attention import layer_outputs as run
 from layers import BahdanauAttention
 
 BATCH, TQ, TV = 3, 4, 7
@@ -62,16 +63,6 @@ def reference_bahdanau(layer, query, values, keys, query_mask, value_mask):
     if query_mask is not None:
         context = context * query_mask[..., None]
     return context, weights
-
-
-def run(layer, query, values, keys, query_mask=None, value_mask=None, **kwargs):
-    context, weights = layer(
-        [query, values, keys],
-        mask=[query_mask, value_mask],
-        return_attention_scores=True,
-        **kwargs,
-    )
-    return ops.convert_to_numpy(context), ops.convert_to_numpy(weights)
 
 
 @pytest.mark.parametrize("normalize", [False, True])
