@@ -19,7 +19,7 @@ sacreBLEU against the held-out references written the tutorial's way (a Spanish 
 with several translations has them all as references). attncli's beam search (its config:
 beam 5, alpha 0.6) is scored too.
 
-    python -m benchmarks.spa_eng [--minutes 10] [--data ../shared/data]
+    python -m benchmarks.spa_eng [--minutes 10] [--data ../shared/data] [--sentences N]
 """
 
 import argparse
@@ -100,7 +100,7 @@ def train_tutorial(trainer, minutes):
     data = trainer.config.data
     started = time.monotonic()
     steps, tokens, epoch = 0, 0, 0
-    measured_from, measured_tokens = None, 0
+    measured_from, measured_tokens = started, 0
     while time.monotonic() - started < 60.0 * minutes:
         batches = epoch_batches(
             trainer.encoded, epoch, batch_size=data.batch_size, bucketing=data.bucketing,
@@ -144,6 +144,8 @@ def main():
         default=Path(os.environ.get("ATTNCLI_SHARED_DATA", REPO.parent / "shared" / "data")),
     )
     parser.add_argument("--run-dir", type=Path, help="attncli's run (default: a temporary one)")
+    parser.add_argument("--sentences", type=int, default=None,
+                        help="score only the first N held-out sources (default: all)")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as scratch:
@@ -152,6 +154,9 @@ def main():
         trainer, log, ours_seconds = train_attncli(args.minutes, args.data, run_dir)
         loaded = load_model(run_dir / "model")
         valid = trainer.splits.valid
+        if args.sentences is not None:
+            keep = set(valid.references()[0][: args.sentences])
+            valid = valid.select([i for i, source in enumerate(valid.sources) if source in keep])
         normalise = trainer._normalised
         rows = []
         steady = log.tokens_per_second[50:] or log.tokens_per_second
