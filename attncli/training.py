@@ -246,11 +246,17 @@ def make_distributed_train_step(model, optimizer, strategy, element_spec, config
         gradients = tape.gradient(
             loss, variables, unconnected_gradients=tf.UnconnectedGradients.ZERO
         )
-        gradients = context.all_reduce(add, [tf.convert_to_tensor(g) for g in gradients])
+        # The embeddings' gradients are `IndexedSlices`, one slice per position; the sum
+        # over replicas gathers them, giving the single-device slices. On one device,
+        # Keras computes the clipping norm from the slices (a token seen twice counts
+        # twice), and clipping returns dense gradients; without clipping, Adam's second
+        # moment squares the slices. Both are done here as there.
+        gradients = context.all_reduce(add, gradients)
         if config.clip_norm is not None:
             gradients, _ = tf.clip_by_global_norm(gradients, config.clip_norm)
+            gradients = [tf.convert_to_tensor(g) for g in gradients]
         first = tf.cast(tf.equal(context.replica_id_in_sync_group, 0), "float32")
-        optimizer.apply_gradients(zip([g * first for g in gradients], variables))
+        optimizer.apply_gradients(zip([_scaled(g, first) for g in gradients], variables))
         return {
             "loss": context.all_reduce(add, loss),
             "tokens": tf.cast(global_tokens, "int32"),
@@ -268,6 +274,12 @@ def make_distributed_train_step(model, optimizer, strategy, element_spec, config
                 for key, value in result.items()}
 
     return train_step
+
+
+def _scaled(gradient, factor):
+    if isinstance(gradient, tf.IndexedSlices):
+        return tf.IndexedSlices(gradient.values * factor, gradient.indices, gradient.dense_shape)
+    return gradient * factor
 
 
 def make_eval_step(model, config=None):
