@@ -33,6 +33,7 @@ class ClusterRole:
         task_type: `"chief"` or `"worker"`.
         index: int, the task's index among those of its type.
         workers: int, the number of tasks that train (chief included).
+        is_chief: bool, whether this task owns the run directory.
     """
 
     task_type: str
@@ -67,8 +68,8 @@ def cluster_role(environ=None):
         spec = json.loads(text)
         cluster, task = spec["cluster"], spec["task"]
         task_type, index = task["type"], task["index"]
-        tasks = cluster[task_type]
-    except (ValueError, KeyError, TypeError):
+        tasks = cluster.get(task_type)
+    except (ValueError, KeyError, TypeError, AttributeError):
         raise AttncliError(
             "TF_CONFIG is not a cluster spec: expected JSON with \"cluster\" (task type -> "
             f"list of host:port) and \"task\" (\"type\", \"index\"). Received: TF_CONFIG={text}"
