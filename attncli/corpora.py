@@ -296,30 +296,49 @@ def read_pronunciations(path, strict: bool = False, limit: int | None = None) ->
     return corpus
 
 
-def split_corpus(corpus: Corpus, valid=0.1, test=0, seed: int = 0) -> Splits:
+def split_corpus(corpus: Corpus, valid=0.1, test=0, seed: int = 0, by: str = "pairs") -> Splits:
     """Carves validation and test pairs out of one corpus by a seeded permutation.
 
-    The order is `numpy.random.default_rng(seed).permutation(len(corpus))`: the last
-    `valid` indices are validation, the `test` ones before them test, the rest training
-    (with `valid=2000, seed=0` this is the split of the Tatoeba peers in BENCHMARKS.md).
+    With `by="pairs"` the order is `numpy.random.default_rng(seed).permutation(len(corpus))`:
+    the last `valid` indices are validation, the `test` ones before them test, the rest
+    training (with `valid=2000, seed=0` this is the split of the Tatoeba peers in
+    BENCHMARKS.md). With `by="sources"` the permutation runs over the distinct sources
+    (in order of first appearance) and every pair of a source goes where its source
+    goes, so a CMUdict word with several pronunciations is never on both sides of the
+    split; sizes then count sources.
 
     Args:
         corpus: the pairs to split.
-        valid: a fraction in [0, 1) or a number of pairs. Defaults to 0.1.
-        test: a fraction in [0, 1) or a number of pairs. Defaults to 0.
+        valid: a fraction in [0, 1) or a number of pairs (or sources). Defaults to 0.1.
+        test: a fraction in [0, 1) or a number of pairs (or sources). Defaults to 0.
         seed: seed of the permutation. Defaults to 0.
+        by: `"pairs"` or `"sources"`. Defaults to `"pairs"`.
     """
-    n_valid, n_test = _count(valid, len(corpus), "valid"), _count(test, len(corpus), "test")
-    if n_valid + n_test >= len(corpus):
+    if by == "pairs":
+        groups = [[index] for index in range(len(corpus))]
+    elif by == "sources":
+        grouped: dict[str, list[int]] = {}
+        for index, source in enumerate(corpus.sources):
+            grouped.setdefault(source, []).append(index)
+        groups = list(grouped.values())
+    else:
+        raise ValueError(f"by must be 'pairs' or 'sources'. Received: by={by!r}")
+    unit = by
+    n_valid, n_test = _count(valid, len(groups), "valid"), _count(test, len(groups), "test")
+    if n_valid + n_test >= len(groups):
         raise DataError(
-            f"valid and test leave no training pairs: {n_valid} + {n_test} of {len(corpus)}"
+            f"valid and test leave no training {unit}: {n_valid} + {n_test} of {len(groups)}"
         )
-    order = np.random.default_rng(seed).permutation(len(corpus))
-    n_train = len(corpus) - n_valid - n_test
+    order = np.random.default_rng(seed).permutation(len(groups))
+    n_train = len(groups) - n_valid - n_test
+
+    def pairs(chosen):
+        return corpus.select([index for group in chosen for index in groups[group]])
+
     return Splits(
-        train=corpus.select(order[:n_train]),
-        test=corpus.select(order[n_train : n_train + n_test]),
-        valid=corpus.select(order[n_train + n_test :]),
+        train=pairs(order[:n_train]),
+        test=pairs(order[n_train : n_train + n_test]),
+        valid=pairs(order[n_train + n_test :]),
     )
 
 
@@ -384,7 +403,8 @@ def read_corpus(
 
 
 def read_splits(
-    train, valid=None, test=None, valid_size=0.1, test_size=0, seed: int = 0, **reader_options
+    train, valid=None, test=None, valid_size=0.1, test_size=0, seed: int = 0,
+    split_by: str = "pairs", **reader_options
 ) -> Splits:
     """Train, validation and test pairs, from separate files or carved from `train`.
 
@@ -394,6 +414,7 @@ def read_splits(
             test split is empty when it has neither a path nor a size.
         valid_size, test_size: fractions or counts for carved splits. Default 0.1 and 0.
         seed: seed of the carving permutation. Defaults to 0.
+        split_by: carve `"pairs"` or whole `"sources"` (see `split_corpus`).
         **reader_options: `format`, `source_column`, `target_column`, `strict`, `limit`.
     """
     corpus = read_corpus(train, **reader_options)
@@ -404,6 +425,7 @@ def read_splits(
             valid=0 if valid is not None else valid_size,
             test=0 if test is not None else test_size,
             seed=seed,
+            by=split_by,
         )
     else:
         carved = Splits(train=corpus, valid=empty, test=empty)

@@ -81,6 +81,10 @@ class DataConfig:
             of the training file when there is no separate file. Defaults to 0.05
             and 0.
         split_seed: seed of that permutation. Defaults to 0.
+        split_by: carve `"pairs"` (lines) or `"sources"`: every pair of a source
+            lands in the same split, so a word with several pronunciations (or a
+            sentence with several translations) is never both trained on and
+            validated on; sizes then count sources. Defaults to `"pairs"`.
         limit: read only the first `limit` lines of the training file (before the
             split). Defaults to None (all).
         strict: stop at the first bad line instead of skipping bad lines with a
@@ -108,6 +112,7 @@ class DataConfig:
     valid_size: int | float = 0.05
     test_size: int | float = 0
     split_seed: int = 0
+    split_by: Literal["pairs", "sources"] = "pairs"
     limit: int | None = None
     strict: bool = False
     source: SideConfig = dataclasses.field(default_factory=SideConfig)
@@ -157,7 +162,8 @@ def read_splits(config, data_dir=None):
     if config.format == "bundled":
         train = corpora.read_bundled(config.bundled_source, strict=config.strict, limit=config.limit)
         return corpora.split_corpus(
-            train, valid=config.valid_size, test=config.test_size, seed=config.split_seed
+            train, valid=config.valid_size, test=config.test_size, seed=config.split_seed,
+            by=config.split_by,
         )
     return corpora.read_splits(
         paths["train"],
@@ -166,6 +172,7 @@ def read_splits(config, data_dir=None):
         valid_size=config.valid_size,
         test_size=config.test_size,
         seed=config.split_seed,
+        split_by=config.split_by,
         format=config.format,
         source_column=config.source_column,
         target_column=config.target_column,

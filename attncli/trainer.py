@@ -31,10 +31,12 @@ import tensorflow as tf
 from attncli.data_config import read_splits
 from attncli.distribution import make_agreement, make_strategy
 from attncli.errors import AttncliError
-from attncli.metrics import pronunciation_scores, translation_scores
+from attncli.evaluation import evaluate_corpus
+from attncli.files import write_text_atomically
 from attncli.model import Seq2Seq
 from attncli.pipeline import PipelineStats, encode_pairs, epoch_batches
-from attncli.saving import save_model
+from attncli.run_directory import write_json_atomically
+from attncli.saving import load_model, save_model
 from attncli.tokenization import Tokenizer
 from attncli.training import (
     make_distributed_train_step,
@@ -330,12 +332,18 @@ class Trainer:
                 if received:
                     raise Interrupted(received, epoch + 1, int(self.batch.numpy()))
         self.progress.message(f"finished: {self._reason_to_stop(started)}")
-        return {
+        summary = {
             "epochs": int(self.epoch.numpy()),
             "best": {self.metric_name: self._metric_value(float(self.best_metric.numpy()))},
             "last": last_record,
             "model": str(self.run.model_dir),
         }
+        test = self.evaluate_test()
+        if test is not None:
+            summary["test"] = {
+                key: value for key, value in test.items() if key not in ("decoding", "split")
+            }
+        return summary
 
     def _reason_to_stop(self, started):
         """Why training is over (epochs, time budget or patience spent), or None."""
@@ -394,31 +402,54 @@ class Trainer:
 
         Returns:
             `(value, record)`: the value to maximise (BLEU, or minus WER) and a dict
-            of every figure.
+            of the figures (BLEU and chrF, or PER and WER).
         """
-        training = self.config.training
-        references = self.splits.valid
-        count = len(references) if training.eval_sentences is None else training.eval_sentences
-        sources, targets = references.head(count).references()
-        results = self.validation_translator.translate(sources)
-        outputs = [result.hypotheses[0].text for result in results]
-        if self.normalise_references:
-            targets = [self._normalised(options) for options in targets]
+        figures, _ = evaluate_corpus(
+            self.validation_translator, self.splits.valid, self.config.data.task,
+            count=self.config.training.eval_sentences,
+            normalise=self._normalised if self.normalise_references else None,
+        )
         if self.config.data.task == "pronunciation":
-            scores = pronunciation_scores(
-                [output.split() for output in outputs],
-                [[target.split() for target in options] for options in targets],
-            )
-            return -scores.wer, {"per": scores.per, "wer": scores.wer}
-        most = max(len(options) for options in targets)
-        # sacreBLEU takes one stream per reference; a sentence with fewer references
-        # repeats its first, which changes neither clipped n-gram counts nor lengths.
-        streams = [
-            [options[i] if i < len(options) else options[0] for options in targets]
-            for i in range(most)
-        ]
-        scores = translation_scores(outputs, streams)
-        return scores.bleu, {"bleu": scores.bleu, "chrf": scores.chrf}
+            return -figures["wer"], {"per": figures["per"], "wer": figures["wer"]}
+        return figures["bleu"], {"bleu": figures["bleu"], "chrf": figures["chrf"]}
+
+    def evaluate_test(self):
+        """Score the best model on the test split with the run's decoding settings.
+
+        Writes `RUN/test.json` (the figures, the decoding settings and how long
+        decoding took) and `RUN/test.outputs.txt` (one output per distinct test
+        source, in order of first appearance). References are taken as they are
+        written in the test file, unless the target side normalises (as for
+        validation). The test split never influences training or model selection.
+
+        Returns:
+            The dict written to `test.json`, or None when the run has no test split
+            or no best model.
+        """
+        if not len(self.splits.test) or not self.run.model_dir.is_dir():
+            return None
+        loaded = load_model(self.run.model_dir)
+        translator = loaded.translator(self.config.decoding)
+        self.progress.message(
+            f"scoring the best model (epoch {loaded.metadata.get('epoch')}) on the test split"
+        )
+        figures, outputs = evaluate_corpus(
+            translator, self.splits.test, self.config.data.task,
+            normalise=self._normalised if self.normalise_references else None,
+        )
+        result = {
+            "split": "test",
+            "references": "normalised" if self.normalise_references else "raw",
+            "model_epoch": loaded.metadata.get("epoch"),
+            "decoding": self.config.decoding.to_dict(),
+            **figures,
+        }
+        write_text_atomically(
+            self.run.path / "test.outputs.txt", "".join(f"{line}\n" for line in outputs)
+        )
+        write_json_atomically(self.run.path / "test.json", result)
+        self.run.log("test " + " ".join(f"{key}={value}" for key, value in result.items()))
+        return result
 
     @property
     def normalise_references(self):

@@ -35,6 +35,7 @@ from attncli.pipeline import make_dataset  # noqa: E402
 from attncli.tokenization import TUTORIAL_NORMALIZATION, Tokenizer  # noqa: E402
 from attncli.training import make_optimizer, make_train_step  # noqa: E402
 from attncli.training_config import TrainingConfig  # noqa: E402
+from benchmarks.tutorial_model import TutorialTranslator, tutorial_train_step  # noqa: E402
 
 # ---------------------------------------------------------------- data
 def load_batches(path, vocab_size, batch_size, num_batches, bucketing):
@@ -50,57 +51,6 @@ def load_batches(path, vocab_size, batch_size, num_batches, bucketing):
         train, *tokenizers, batch_size=batch_size, bucketing=bucketing, seed=1
     )
     return list(dataset.take(num_batches))
-
-
-# ---------------------------------------------------------------- baseline
-class TutorialTranslator(keras.Model):
-    """The tutorial's model from Keras built-ins: bi-GRU summed, GRU, one-head MHA."""
-
-    def __init__(self, vocab_size, units):
-        super().__init__()
-        self.source_embedding = keras.layers.Embedding(vocab_size, units, mask_zero=True)
-        self.encoder_rnn = keras.layers.Bidirectional(
-            keras.layers.GRU(units, return_sequences=True), merge_mode="sum"
-        )
-        self.target_embedding = keras.layers.Embedding(vocab_size, units, mask_zero=True)
-        self.decoder_rnn = keras.layers.GRU(units, return_sequences=True)
-        self.attention = keras.layers.MultiHeadAttention(key_dim=units, num_heads=1)
-        self.layernorm = keras.layers.LayerNormalization()
-        self.add = keras.layers.Add()
-        self.output_layer = keras.layers.Dense(vocab_size)
-
-    def call(self, inputs):
-        source_ids, target_in = inputs
-        context = self.encoder_rnn(self.source_embedding(source_ids))
-        x = self.decoder_rnn(self.target_embedding(target_in))
-        attended = self.attention(
-            query=x, value=context,
-            attention_mask=tf.logical_and(
-                tf.not_equal(target_in, 0)[:, :, None], tf.not_equal(source_ids, 0)[:, None, :]
-            ),
-        )
-        x = self.layernorm(self.add([x, attended]))
-        return self.output_layer(x)
-
-
-def baseline_step(model, optimizer):
-    signature = (
-        (tf.TensorSpec((None, None), tf.int32), tf.TensorSpec((None, None), tf.int32)),
-        tf.TensorSpec((None, None), tf.int32),
-    )
-    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
-
-    @tf.function(input_signature=signature)
-    def step(inputs, target_out):
-        with tf.GradientTape() as tape:
-            logits = model(inputs, training=True)
-            mask = tf.cast(target_out != 0, "float32")
-            loss = tf.reduce_sum(loss_fn(target_out, logits) * mask) / tf.reduce_sum(mask)
-        gradients = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(gradients, model.trainable_variables))
-        return {"loss": loss, "tokens": tf.reduce_sum(tf.cast(mask, "int32"))}
-
-    return step
 
 
 # ---------------------------------------------------------------- measuring
@@ -214,10 +164,10 @@ VARIANTS = {
 def build(name, example):
     """`(train_step, parameter count, ModelConfig)` of the baseline or a variant."""
     if name == BASELINE:
-        model = TutorialTranslator(VOCAB_SIZE, UNITS)
+        model = TutorialTranslator(VOCAB_SIZE, VOCAB_SIZE, UNITS)
         model(example)
         config = ModelConfig(VOCAB_SIZE, VOCAB_SIZE, decoder="luong", score="general")
-        return baseline_step(model, keras.optimizers.Adam(1e-3)), model.count_params(), config
+        return tutorial_train_step(model, keras.optimizers.Adam(1e-3)), model.count_params(), config
     options, training_options = VARIANTS[name]
     config = ModelConfig(VOCAB_SIZE, VOCAB_SIZE, embedding_dim=UNITS, units=UNITS, **options)
     training_config = TrainingConfig(label_smoothing=0.0, clip_norm=None, **training_options)

@@ -110,6 +110,30 @@ def test_split_is_the_seeded_permutation():
     assert split_corpus(corpus, valid=100, seed=4).valid.sources != splits.valid.sources
 
 
+def test_split_by_sources_keeps_every_pronunciation_of_a_word_together():
+    corpus = read_pronunciations(shared_data("cmudict/g014b2b.train"), limit=3000)
+    words = list(dict.fromkeys(corpus.sources))
+    assert len(words) < len(corpus)  # the sample holds words with several pronunciations
+    splits = split_corpus(corpus, valid=0.1, test=20, seed=5, by="sources")
+    order = np.random.default_rng(5).permutation(len(words))
+    valid_words = [words[i] for i in order[-round(0.1 * len(words)):]]
+    assert list(dict.fromkeys(splits.valid.sources)) == valid_words
+    assert len(set(splits.test.sources)) == 20
+    sides = [set(splits.train.sources), set(splits.valid.sources), set(splits.test.sources)]
+    assert not (sides[0] & sides[1]) and not (sides[0] & sides[2]) and not (sides[1] & sides[2])
+    for side in (splits.train, splits.valid, splits.test):
+        for word in set(side.sources):
+            expected = [t for s, t in zip(corpus.sources, corpus.targets) if s == word]
+            assert [t for s, t in zip(side.sources, side.targets) if s == word] == expected
+    assert sum(map(len, (splits.train, splits.valid, splits.test))) == len(corpus)
+
+
+def test_split_by_pairs_can_separate_the_pronunciations_of_a_word():
+    corpus = read_pronunciations(shared_data("cmudict/g014b2b.train"), limit=3000)
+    splits = split_corpus(corpus, valid=0.3, seed=0)
+    assert set(splits.train.sources) & set(splits.valid.sources)
+
+
 @pytest.mark.parametrize("valid", [1.5, -1, "10", 1000])
 def test_split_rejects_impossible_sizes(valid):
     corpus = Corpus(["a"] * 1000, ["b"] * 1000)

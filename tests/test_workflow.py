@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from shared_data import shared_data
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "configs" / "tiny-test.yaml"
@@ -63,6 +64,56 @@ def test_train_writes_a_complete_run(trained):
     assert {"bleu", "chrf", "valid_loss"} <= set(records[0])
     # progress went to stderr, the summary alone to stdout
     assert "valid loss" in result.stderr
+
+
+def test_train_scores_the_best_model_on_the_test_split(trained):
+    work, run, result = trained
+    summary = json.loads(result.stdout)
+    test = json.loads((run / "test.json").read_text())
+    assert test["sentences"] == 30 and test["references"] == "normalised"
+    assert test["decoding"]["beam_size"] == 2
+    assert summary["test"]["bleu"] == test["bleu"]
+    assert 0 <= test["bleu"] <= test["bleu_lowercase"] <= 100
+    outputs = (run / "test.outputs.txt").read_text().splitlines()
+    assert len(outputs) == 30
+
+
+def test_pronunciation_test_split_is_scored_against_every_reference(tmp_path):
+    from attncli.corpora import read_pronunciations
+    from attncli.metrics import pronunciation_scores
+
+    data = shared_data("cmudict")
+    config = tmp_path / "g2p.yaml"
+    config.write_text(
+        "name: g2p\n"
+        "data:\n"
+        "  format: pronunciations\n"
+        "  train: g014b2b.train\n"
+        "  test: g014b2b.test\n"
+        "  limit: 400\n"
+        "  valid_size: 40\n"
+        "  split_by: sources\n"
+        "  source: {level: char, normalization: null, lowercase: true, vocab_size: null}\n"
+        "  target: {level: word, normalization: null, lowercase: false, vocab_size: null}\n"
+        "  batch_size: 32\n"
+        "model: {embedding_dim: 16, units: 32}\n"
+        "training: {epochs: 1, learning_rate: 0.01, eval_sentences: 20}\n"
+        "decoding: {beam_size: 2, alpha: 0.0}\n"
+    )
+    result = attncli("train", config, "--data-dir", data, "--run-dir", "run", cwd=tmp_path)
+    run = tmp_path / "run"
+    test = json.loads((run / "test.json").read_text())
+    words, references = read_pronunciations(data / "g014b2b.test", limit=400).references()
+    assert len(words) < 400  # several pronunciations of one word are one test item
+    outputs = (run / "test.outputs.txt").read_text().split("\n")[:-1]
+    assert len(outputs) == len(words) == test["sentences"] == test["words"]
+    expected = pronunciation_scores(
+        [output.split() for output in outputs],
+        [[reference.split() for reference in options] for options in references],
+    )
+    assert (test["per"], test["wer"]) == (expected.per, expected.wer)
+    assert test["references"] == "raw"
+    assert json.loads(result.stdout)["test"]["wer"] == test["wer"]
 
 
 def test_translate_is_line_aligned_from_arguments_file_and_stdin(trained):

@@ -1,0 +1,81 @@
+"""Scoring a model on a split: decode its sources, compare with every reference.
+
+A source that appears several times (a CMUdict word with several pronunciations, a
+Tatoeba sentence with several translations) is decoded once and compared with all of
+its references: a pronunciation is right if it equals any of them (WER) and its
+phoneme errors count against the closest (PER); BLEU takes the translations as
+sacreBLEU's several reference streams.
+
+    translation:    BLEU (cased, 13a), BLEU lower-cased, chrF
+    pronunciation:  PER = sum(edits to the closest reference) / sum(its length)
+                    WER = words matching no reference / words
+"""
+
+import time
+
+from attncli.metrics import pronunciation_scores, translation_scores
+
+
+def score_outputs(task, outputs, references):
+    """The task's corpus figures of `outputs` against `references`.
+
+    Args:
+        task: `"translation"` or `"pronunciation"`.
+        outputs: list of output strings (phonemes separated by spaces).
+        references: list, aligned with `outputs`, of lists of reference strings.
+
+    Returns:
+        dict: `{"bleu", "bleu_lowercase", "chrf", "bleu_signature"}` or
+        `{"per", "wer", "words"}`.
+    """
+    if task == "pronunciation":
+        scores = pronunciation_scores(
+            [output.split() for output in outputs],
+            [[reference.split() for reference in options] for options in references],
+        )
+        return {"per": scores.per, "wer": scores.wer, "words": scores.words}
+    most = max(len(options) for options in references)
+    # sacreBLEU takes one stream per reference; a sentence with fewer references
+    # repeats its first, which changes neither clipped n-gram counts nor lengths.
+    streams = [
+        [options[i] if i < len(options) else options[0] for options in references]
+        for i in range(most)
+    ]
+    cased = translation_scores(outputs, streams)
+    lowercase = translation_scores(outputs, streams, lowercase=True)
+    return {
+        "bleu": cased.bleu,
+        "bleu_lowercase": lowercase.bleu,
+        "chrf": cased.chrf,
+        "bleu_signature": cased.bleu_signature,
+    }
+
+
+def evaluate_corpus(translator, corpus, task, count=None, normalise=None, batch_size=64):
+    """Decode the distinct sources of `corpus` and score them.
+
+    Args:
+        translator: a `Translator` (its search settings are used).
+        corpus: a `Corpus`; sources are grouped with all of their references.
+        task: `"translation"` or `"pronunciation"`.
+        count: score only the first `count` distinct sources. Defaults to all.
+        normalise: None, or a function mapping a list of reference strings to the
+            form the target side is written in (when it folds case or drops
+            characters, which no output could restore).
+        batch_size: sources decoded at once. Defaults to 64.
+
+    Returns:
+        `(figures, outputs)`: the dict of `score_outputs` plus `"sentences"` and
+        `"seconds"` (decoding time), and the best output for each distinct source.
+    """
+    sources, references = corpus.references()
+    if count is not None:
+        sources, references = sources[:count], references[:count]
+    started = time.monotonic()
+    results = translator.translate(sources, batch_size=batch_size)
+    seconds = time.monotonic() - started
+    outputs = [result.hypotheses[0].text for result in results]
+    if normalise is not None:
+        references = [normalise(options) for options in references]
+    figures = score_outputs(task, outputs, references)
+    return {**figures, "sentences": len(sources), "seconds": seconds}, outputs
