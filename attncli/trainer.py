@@ -338,7 +338,7 @@ class Trainer:
             "last": last_record,
             "model": str(self.run.model_dir),
         }
-        test = self.evaluate_test()
+        test = self.evaluate_test() if self.is_chief else None
         if test is not None:
             summary["test"] = {
                 key: value for key, value in test.items() if key not in ("decoding", "split")
