@@ -116,20 +116,33 @@ def train(config_path, overrides, run_dir, data_dir, resume, overwrite, console)
     from attncli.progress import TrainingDisplay
     from attncli.trainer import Interrupted, Trainer
 
+    import tensorflow as tf
+
+    # Every worker resumes with the run directory of the chief.
+    given = Path(run_dir) if run_dir is not None else Path("runs") / config.name
+    resume_command = (
+        f"attncli train --resume --run-dir {shlex.quote(str(run.path if role is None else given))}"
+    )
     with TrainingDisplay(console) as display:
         trainer = Trainer(config, run, display, data_dir=data_dir, resume=resume,
                           strategy=strategy, is_chief=role is None or role.is_chief)
         try:
             summary = trainer.fit()
         except Interrupted as interruption:
-            # Every worker resumes with the run directory of the chief.
-            given = Path(run_dir) if run_dir is not None else Path("runs") / config.name
-            shown = run.path if role is None else given
             display.message(
                 f"interrupted ({interruption}); checkpoint saved. Continue with: "
-                f"attncli train --resume --run-dir {shlex.quote(str(shown))}"
+                f"{resume_command}"
             )
             return _EXIT_CODES.get(interruption.signal_number, 1)
+        except tf.errors.UnavailableError:
+            if role is None:
+                raise
+            # TensorFlow's health check aborts the collectives of the workers left
+            # when one stops without a signal (killed, its machine lost).
+            raise AttncliError(
+                "another worker of the cluster stopped answering; the checkpoints written "
+                f"so far are kept: start every worker again with {resume_command}"
+            ) from None
     if role is not None and not role.is_chief:
         return 0
     sys.stdout.write(json.dumps({"run": str(run.path), **summary}, indent=2) + "\n")
