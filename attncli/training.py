@@ -210,7 +210,8 @@ def make_distributed_train_step(model, optimizer, strategy, element_spec, config
     would clip parts of the gradient, not the gradient. So `optimizer` must be made
     without clipping: the step clips the summed gradient, then hands it to the
     optimizer on the first replica and zeros on the others, which the optimizer's own
-    sum turns back into the clipped gradient, exactly.
+    sum turns back into the clipped gradient, exactly. The price: the gradients cross
+    the replicas twice, the second time mostly zeros.
 
     Args:
         model: a `Seq2Seq` created under `strategy.scope()`.
@@ -239,8 +240,8 @@ def make_distributed_train_step(model, optimizer, strategy, element_spec, config
                 model, inputs, target_out, config.label_smoothing, training=True,
                 logits_on=config.logits_on,
             )
-            # Counts cross the replicas as floats (exact below 2 ** 24): GPUs' int32
-            # tensors live in host memory, which NCCL does not reduce.
+            # Counts cross the replicas as floats (exact below 2 ** 24), as the stop
+            # requests below: GPUs keep int32 tensors in host memory, out of NCCL's reach.
             global_tokens = context.all_reduce(add, tf.cast(tokens, "float32"))
             loss = total / tf.maximum(global_tokens, 1.0)
         gradients = tape.gradient(
@@ -261,7 +262,9 @@ def make_distributed_train_step(model, optimizer, strategy, element_spec, config
             "loss": context.all_reduce(add, loss),
             "tokens": tf.cast(global_tokens, "int32"),
             # tf.distribute reduces by SUM or MEAN only: the largest of all requests.
-            "stop": tf.reduce_max(context.all_gather(tf.reshape(stop, [1]), axis=0)),
+            "stop": tf.cast(tf.reduce_max(
+                context.all_gather(tf.reshape(tf.cast(stop, "float32"), [1]), axis=0)
+            ), "int32"),
         }
 
     inputs_spec, target_spec = element_spec
