@@ -16,6 +16,8 @@ import types
 import typing
 from pathlib import Path
 
+import re
+
 import yaml
 
 from attncli.errors import AttncliError
@@ -24,6 +26,40 @@ from attncli.files import write_text_atomically
 
 class ConfigError(AttncliError):
     """A configuration file or override that cannot be used as it is."""
+
+
+class _DuplicateKey(yaml.MarkedYAMLError):
+    pass
+
+
+class _Loader(yaml.SafeLoader):
+    """`yaml.SafeLoader` that refuses a key given twice in one mapping and reads `1e-3`.
+
+    PyYAML keeps the last of two equal keys without a word, and follows YAML 1.1, where
+    a float needs a dot (`1e-3` is a string); YAML 1.2 and every user read it as 0.001.
+    """
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise _DuplicateKey(
+                    problem=f"the key {key!r} is given twice", problem_mark=key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+
+
+def _load(text):
+    return yaml.load(text, Loader=_Loader)
 
 
 def from_mapping(cls, mapping, path=""):
@@ -87,7 +123,7 @@ def load_yaml(path):
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(f"{path}: cannot read the config file ({error})") from None
     try:
-        mapping = yaml.safe_load(text)
+        mapping = _load(text)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -130,7 +166,7 @@ def apply_overrides(mapping, overrides):
                 "e.g. --set training.epochs=3"
             )
         try:
-            value = yaml.safe_load(text) if text.strip() else ""
+            value = _load(text) if text.strip() else ""
         except yaml.YAMLError:
             raise ConfigError(
                 f"--set {override!r}: the value is not valid YAML; quote it"

@@ -126,6 +126,13 @@ class DataConfig:
     def __post_init__(self):
         if self.format != "bundled" and self.train is None:
             raise ValueError(f"format {self.format!r} needs a train file (data.train)")
+        if self.format == "bundled":
+            given = [name for name in ("train", "valid", "test") if getattr(self, name)]
+            if given:
+                raise ValueError(
+                    f"format 'bundled' reads the shipped corpus, not data.{given[0]}; "
+                    "set data.format to tsv, parallel or pronunciations to read files"
+                )
         if self.format == "parallel" and not (self.source_suffix and self.target_suffix):
             raise ValueError("format 'parallel' needs source_suffix and target_suffix")
         for name in ("valid_size", "test_size"):

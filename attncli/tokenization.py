@@ -31,6 +31,7 @@ import tensorflow_text as text
 from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
 
 from attncli.errors import DataError
+from attncli.files import write_text_atomically
 from attncli.vocabulary import END, PAD, RESERVED_TOKENS, START, UNK_TOKEN, Vocabulary
 
 LEVELS = ("char", "word", "subword")
@@ -146,8 +147,9 @@ class Tokenizer:
         """Writes `name.tokenizer.json` and `name.vocab.txt` into `directory`."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        (directory / f"{name}.tokenizer.json").write_text(
-            json.dumps(self.get_config(), indent=2, ensure_ascii=False) + "\n", "utf-8"
+        write_text_atomically(
+            directory / f"{name}.tokenizer.json",
+            json.dumps(self.get_config(), indent=2, ensure_ascii=False) + "\n",
         )
         self._require_vocabulary("save").save(directory / f"{name}.vocab.txt")
 

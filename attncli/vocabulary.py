@@ -10,6 +10,7 @@ from pathlib import Path
 import tensorflow as tf
 
 from attncli.errors import DataError
+from attncli.files import write_text_atomically
 
 PAD, UNK, START, END = 0, 1, 2, 3
 PAD_TOKEN, UNK_TOKEN, START_TOKEN, END_TOKEN = "[PAD]", "[UNK]", "[START]", "[END]"
@@ -78,7 +79,7 @@ class Vocabulary:
 
     def save(self, path) -> None:
         """Writes one token per line, in id order."""
-        Path(path).write_text("".join(token + "\n" for token in self.tokens), "utf-8")
+        write_text_atomically(path, "".join(token + "\n" for token in self.tokens))
 
     @classmethod
     def load(cls, path) -> Vocabulary:

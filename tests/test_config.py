@@ -120,3 +120,29 @@ def test_missing_file_and_non_mapping(tmp_path):
     path.write_text("- 1\n- 2\n")
     with pytest.raises(ConfigError, match="expected a mapping of sections"):
         load_yaml(path)
+
+
+def test_a_key_given_twice_names_the_key_and_line(tmp_path):
+    path = tmp_path / "twice.yaml"
+    path.write_text("model:\n  units: 7\n  dropout: 0.1\n  units: 9\n")
+    with pytest.raises(ConfigError, match=r"twice.yaml: the key 'units' is given twice at line 4"):
+        load_yaml(path)
+
+
+def test_aliases_are_not_duplicates(tmp_path):
+    path = tmp_path / "alias.yaml"
+    path.write_text("a: &side {units: 3}\nb: *side\n")
+    assert load_yaml(path) == {"a": {"units": 3}, "b": {"units": 3}}
+
+
+@pytest.mark.parametrize("text, value", [("1e-3", 0.001), ("2E4", 20000.0), ("-1.5e-2", -0.015),
+                                         ("0.001", 0.001), ("1", 1)])
+def test_exponent_floats_are_floats_in_files_and_overrides(tmp_path, text, value):
+    path = tmp_path / "lr.yaml"
+    path.write_text(f"training:\n  learning_rate: {text}\n")
+    assert load_yaml(path)["training"]["learning_rate"] == value
+    assert type(load_yaml(path)["training"]["learning_rate"]) is type(value)
+    assert apply_overrides({}, [f"training.learning_rate={text}"]) == {
+        "training": {"learning_rate": value}
+    }
+    assert yaml.safe_load("x: 1e-3")["x"] == "1e-3"  # the safe loader itself is unchanged

@@ -100,6 +100,19 @@ def test_train_bad_override_value(tmp_path, monkeypatch):
     assert "data.source.level" in one_line_error(result)
 
 
+def test_train_bundled_corpus_with_file_paths(tmp_path, monkeypatch):
+    result = run("train", "--set", "data.train=mine.tsv", cwd=tmp_path, monkeypatch=monkeypatch)
+    message = one_line_error(result)
+    assert "format 'bundled'" in message and "data.train" in message
+
+
+def test_train_key_given_twice(tmp_path, monkeypatch):
+    config = tmp_path / "twice.yaml"
+    config.write_text("training:\n  epochs: 2\n  epochs: 3\n")
+    message = one_line_error(run("train", config, cwd=tmp_path, monkeypatch=monkeypatch))
+    assert "'epochs' is given twice at line 3" in message
+
+
 def test_train_vocabulary_size_belongs_to_the_data(tmp_path, monkeypatch):
     result = run("train", "--set", "model.source_vocab_size=100", cwd=tmp_path,
                  monkeypatch=monkeypatch)
