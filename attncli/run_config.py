@@ -9,6 +9,7 @@ reported with its full path whichever of the two it came from. No TensorFlow her
 
 import dataclasses
 from importlib import resources
+from typing import Literal
 
 from attncli.config import ConfigError, apply_overrides, from_mapping, load_yaml
 from attncli.data_config import DataConfig
@@ -36,6 +37,15 @@ class LoopConfig(TrainingConfig):
         eval_sentences: int or None, validation pairs decoded for the metric after
             each epoch (all of them for the loss). Defaults to 500.
         eval_beam_size: int >= 1, the beam used for that metric. Defaults to 1.
+        distribute: `"none"` (one device), `"mirrored"` (every GPU of this machine,
+            or its logical CPU devices) or `"multi-worker"` (the machines of
+            `TF_CONFIG`): TensorFlow's strategy that trains on them. Each batch of
+            `data.batch_size` sentences is split across the replicas, so the run
+            learns as on one device. Defaults to `"none"`.
+        cpu_replicas: int >= 1 or None; with `"mirrored"` on a machine without
+            GPUs, split the CPU into this many logical devices, one replica each
+            (to try or test a distributed setup; the replicas share the cores).
+            Defaults to None (the CPU is one device).
     """
 
     epochs: int = 10
@@ -45,18 +55,25 @@ class LoopConfig(TrainingConfig):
     checkpoint_every: int = 500
     eval_sentences: int | None = 500
     eval_beam_size: int = 1
+    distribute: Literal["none", "mirrored", "multi-worker"] = "none"
+    cpu_replicas: int | None = None
 
     def __post_init__(self):
         super().__post_init__()
         for name in ("epochs", "checkpoint_every", "eval_beam_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("patience", "eval_sentences"):
+        for name in ("patience", "eval_sentences", "cpu_replicas"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1 or null, got {value}")
         if self.max_minutes is not None and self.max_minutes <= 0:
             raise ValueError(f"max_minutes must be positive or null, got {self.max_minutes}")
+        if self.cpu_replicas is not None and self.distribute != "mirrored":
+            raise ValueError(
+                f"cpu_replicas splits the CPU for distribute: mirrored only, got "
+                f"cpu_replicas={self.cpu_replicas} with distribute: {self.distribute}"
+            )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,7 +1,9 @@
 """`attncli train [CONFIG]`: read the configuration, prepare the run, train.
 
 Progress goes to stderr; the summary of the run (where the model is, its best
-figures) goes to stdout.
+figures) goes to stdout. In a multi-worker run every machine runs the same command;
+the chief trains in the run directory, every other worker in its own beside it
+(`attncli.distribution`), and only the chief prints the summary.
 """
 
 import dataclasses
@@ -13,6 +15,7 @@ from pathlib import Path
 
 from attncli.config import apply_overrides, load_yaml, save_yaml
 from attncli.data_config import data_paths
+from attncli.distribution import cluster_role
 from attncli.errors import AttncliError
 from attncli.run_config import run_config_from_mapping, load_run_config
 from attncli.run_directory import RunDirectory
@@ -26,10 +29,14 @@ RESUMABLE_OVERRIDES = ("training.epochs", "training.max_minutes", "training.pati
 
 
 def resolve_run(config_path, overrides, run_dir, data_dir, resume, overwrite):
-    """The configuration and run directory of a `train` call.
+    """The configuration, run directory and cluster role of a `train` call.
 
     A resumed run trains with the configuration it saved; only how long it goes on
     (`RESUMABLE_OVERRIDES`) may be changed, and the change is saved with the run.
+
+    Returns:
+        `(config, run, role)`: `role` is the `ClusterRole` of a multi-worker run, else
+        None. A worker other than the chief gets its own run, `role.directory(RUN)`.
     """
     if resume and overwrite:
         raise AttncliError("--resume and --overwrite contradict each other; choose one")
@@ -38,7 +45,8 @@ def resolve_run(config_path, overrides, run_dir, data_dir, resume, overwrite):
             raise AttncliError("--resume needs the run: give --run-dir RUN (or the CONFIG it used)")
         if run_dir is None:
             run_dir = Path("runs") / load_run_config(config_path).name
-        run = RunDirectory.open(run_dir)
+        worker_dir = _worker_directory(run_dir)
+        run = RunDirectory.open(worker_dir if worker_dir.exists() else run_dir)
         mapping = load_yaml(run.config_path)
         for override in overrides:
             key = override.partition("=")[0].strip()
@@ -48,10 +56,16 @@ def resolve_run(config_path, overrides, run_dir, data_dir, resume, overwrite):
                     f"{', '.join(RESUMABLE_OVERRIDES)} can); start a new run instead"
                 )
         config = run_config_from_mapping(apply_overrides(mapping, overrides))
+        role = _role(config)
+        if role is not None and role.directory(run_dir) != run.path:
+            raise AttncliError(
+                f"{role.directory(run_dir)}: no such run directory; this worker has no "
+                "checkpoints to resume from"
+            )
         if overrides:
             save_yaml(config, run.config_path)
             run.log(f"resumed with {' '.join(overrides)}")
-        return config, run
+        return config, run, role
     config = load_run_config(config_path, overrides)
     data_paths(config.data, data_dir)
     if data_dir is not None or config.data.directory is not None:
@@ -60,28 +74,76 @@ def resolve_run(config_path, overrides, run_dir, data_dir, resume, overwrite):
         config = dataclasses.replace(
             config, data=dataclasses.replace(config.data, directory=str(directory))
         )
-    run = RunDirectory.create(run_dir or Path("runs") / config.name, overwrite=overwrite)
+    run_dir = run_dir or Path("runs") / config.name
+    role = _role(config)
+    if role is not None:
+        run_dir = role.directory(run_dir)
+    run = RunDirectory.create(run_dir, overwrite=overwrite)
     save_yaml(config, run.config_path)
-    return config, run
+    return config, run, role
+
+
+def _role(config):
+    """The cluster role of a multi-worker run (an error without TF_CONFIG), else None."""
+    return cluster_role() if config.training.distribute == "multi-worker" else None
+
+
+def _worker_directory(run_dir):
+    """Where a worker other than the chief keeps `run_dir`, if TF_CONFIG names one."""
+    try:
+        return cluster_role().directory(run_dir)
+    except AttncliError:
+        return Path(run_dir)
 
 
 def train(config_path, overrides, run_dir, data_dir, resume, overwrite, console):
     """Run `attncli train`; returns the process exit code."""
-    config, run = resolve_run(config_path, overrides, run_dir, data_dir, resume, overwrite)
+    config, run, role = resolve_run(config_path, overrides, run_dir, data_dir, resume, overwrite)
+    training = config.training
+    if role is not None:
+        console.print(
+            f"{role.task_type} {role.index} of {role.workers} workers"
+            + ("" if role.is_chief else " (checkpoints only; the chief writes the run)"),
+            highlight=False, markup=False,
+        )
     console.print(f"run directory: {run.path}", highlight=False, markup=False)
+
+    from attncli.distribution import make_strategy
+
+    # Before any other TensorFlow operation (see attncli.distribution).
+    strategy = make_strategy(training.distribute, training.cpu_replicas)
 
     from attncli.progress import TrainingDisplay
     from attncli.trainer import Interrupted, Trainer
 
+    import tensorflow as tf
+
+    # Every worker resumes with the run directory of the chief.
+    given = Path(run_dir) if run_dir is not None else Path("runs") / config.name
+    resume_command = (
+        f"attncli train --resume --run-dir {shlex.quote(str(run.path if role is None else given))}"
+    )
     with TrainingDisplay(console) as display:
-        trainer = Trainer(config, run, display, data_dir=data_dir, resume=resume)
+        trainer = Trainer(config, run, display, data_dir=data_dir, resume=resume,
+                          strategy=strategy, is_chief=role is None or role.is_chief)
         try:
             summary = trainer.fit()
         except Interrupted as interruption:
             display.message(
                 f"interrupted ({interruption}); checkpoint saved. Continue with: "
-                f"attncli train --resume --run-dir {shlex.quote(str(run.path))}"
+                f"{resume_command}"
             )
             return _EXIT_CODES.get(interruption.signal_number, 1)
+        except tf.errors.UnavailableError:
+            if role is None:
+                raise
+            # TensorFlow's health check aborts the collectives of the workers left
+            # when one stops without a signal (killed, its machine lost).
+            raise AttncliError(
+                "another worker of the cluster stopped answering; the checkpoints written "
+                f"so far are kept: start every worker again with {resume_command}"
+            ) from None
+    if role is not None and not role.is_chief:
+        return 0
     sys.stdout.write(json.dumps({"run": str(run.path), **summary}, indent=2) + "\n")
     return 0

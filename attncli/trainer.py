@@ -6,6 +6,18 @@ each epoch and when the run is interrupted (Ctrl-C or SIGTERM); each is complete
 before TensorFlow's checkpoint index points at it, so a process killed at any
 moment leaves a run that `--resume` continues. The best model by the validation
 metric is kept in `RUN/model`, replaced atomically.
+
+Under a `tf.distribute` strategy (`training.distribute`), each global batch is split
+across the replicas and every decision that ends or shapes the loop is agreed by all
+workers, since a worker that stopped alone would leave the others waiting in their
+next collective: a signal or the time budget stops everyone after the same step (the
+train step carries each worker's stop request and returns the largest), the time
+budget is agreed again between epochs, and the validation metric that picks the best
+model and counts patience is the largest any worker computed. Every worker validates
+(same weights, same sentences); only the chief writes the run's records and model.
+All workers checkpoint at the same steps, the chief into the run, the others into
+their own directory (see `attncli.distribution`); on resume every worker restores
+the newest checkpoint that all of them hold.
 """
 
 import dataclasses
@@ -17,6 +29,7 @@ import keras
 import tensorflow as tf
 
 from attncli.data_config import read_splits
+from attncli.distribution import make_agreement, make_strategy
 from attncli.errors import AttncliError
 from attncli.evaluation import evaluate_corpus
 from attncli.files import write_text_atomically
@@ -25,7 +38,12 @@ from attncli.pipeline import PipelineStats, encode_pairs, epoch_batches
 from attncli.run_directory import write_json_atomically
 from attncli.saving import load_model, save_model
 from attncli.tokenization import Tokenizer
-from attncli.training import make_eval_step, make_optimizer, make_train_step
+from attncli.training import (
+    make_distributed_train_step,
+    make_eval_step,
+    make_optimizer,
+    make_train_step,
+)
 from attncli.translation import Translator
 
 
@@ -92,12 +110,24 @@ class Trainer:
             tokens_per_second)`, `end_epoch(record)` and `message(text)`; the CLI
             passes a Rich display, tests a recorder.
         data_dir: folder for the relative paths of the data section.
+        resume: bool, restore the run's newest checkpoint.
+        strategy: the `tf.distribute.Strategy` to train under. Defaults to
+            `make_strategy` of the configuration (the strategy must be made before
+            TensorFlow's first operation: the CLI makes it before anything else).
+        is_chief: bool, whether this worker writes the run's records and best model.
+            Defaults to True.
     """
 
-    def __init__(self, config, run, progress, data_dir=None, resume=False):
+    def __init__(self, config, run, progress, data_dir=None, resume=False, strategy=None,
+                 is_chief=True):
         self.config = config
         self.run = run
         self.progress = progress
+        training = config.training
+        self.distributed = training.distribute != "none"
+        self.strategy = strategy or make_strategy(training.distribute, training.cpu_replicas)
+        self.is_chief = is_chief
+        self._agree = make_agreement(self.strategy)
         keras.utils.set_random_seed(config.training.seed)
         self.splits = read_splits(config.data, data_dir)
         for corpus in (self.splits.train, self.splits.valid, self.splits.test):
@@ -110,19 +140,26 @@ class Trainer:
         self.model_config = config.model_config(
             len(self.source_tokenizer.vocabulary), len(self.target_tokenizer.vocabulary)
         )
-        self.model = Seq2Seq(self.model_config)
-        self.optimizer = make_optimizer(config.training)
-        self.train_step = make_train_step(self.model, self.optimizer, config.training)
-        self.eval_step = make_eval_step(self.model, config.training)
-
-        self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False)
-        self.batch = tf.Variable(0, dtype=tf.int64, trainable=False)
-        self.best_metric = tf.Variable(-math.inf, dtype=tf.float64, trainable=False)
-        self.stale_evaluations = tf.Variable(0, dtype=tf.int64, trainable=False)
-        self.seconds = tf.Variable(0.0, dtype=tf.float64, trainable=False)
-        # The running loss of the current epoch, so a resumed epoch reports all of it.
-        self.epoch_loss_sum = tf.Variable(0.0, dtype=tf.float64, trainable=False)
-        self.epoch_tokens = tf.Variable(0, dtype=tf.int64, trainable=False)
+        with self.strategy.scope():
+            self.model = Seq2Seq(self.model_config)
+            # Distributed, the train step clips the summed gradient itself.
+            self.optimizer = make_optimizer(
+                dataclasses.replace(training, clip_norm=None) if self.distributed else training
+            )
+            self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False)
+            self.batch = tf.Variable(0, dtype=tf.int64, trainable=False)
+            self.best_metric = tf.Variable(-math.inf, dtype=tf.float64, trainable=False)
+            self.stale_evaluations = tf.Variable(0, dtype=tf.int64, trainable=False)
+            self.seconds = tf.Variable(0.0, dtype=tf.float64, trainable=False)
+            # The running loss of the current epoch, so a resumed epoch reports all of it.
+            self.epoch_loss_sum = tf.Variable(0.0, dtype=tf.float64, trainable=False)
+            self.epoch_tokens = tf.Variable(0, dtype=tf.int64, trainable=False)
+            if self.distributed:
+                # The optimizer's variables exist before a checkpoint is restored.
+                self.optimizer.build(self.model.trainable_variables)
+        if not self.distributed:
+            self.train_step = make_train_step(self.model, self.optimizer, training)
+        self.eval_step = make_eval_step(self.model, training)
         self.checkpoint = tf.train.Checkpoint(
             model=self.model,
             optimizer=self.optimizer,
@@ -146,6 +183,12 @@ class Trainer:
             self.splits.train, self.source_tokenizer, self.target_tokenizer,
             max_length=data.max_length, source_end=data.source_end, stats=self.stats,
         )
+        if self.distributed:
+            # Its signature is that of the distributed batches, known once they exist.
+            self.train_step = make_distributed_train_step(
+                self.model, self.optimizer, self.strategy, self._batches(0).element_spec,
+                training,
+            )
         self.validation_translator = Translator(
             self.model, self.source_tokenizer, self.target_tokenizer,
             dataclasses.replace(
@@ -159,8 +202,16 @@ class Trainer:
         )
 
     def _restore(self):
-        """Restore the newest checkpoint that can be read, falling back to older ones."""
+        """Restore the newest checkpoint that can be read, falling back to older ones.
+
+        Workers restore their own copies: the newest that every worker holds (one
+        killed while the others saved lacks their last), and check they restored the
+        same one.
+        """
         candidates = list(reversed(self.manager.checkpoints))
+        if self.distributed:
+            newest = self._agree(max(map(_checkpoint_number, candidates), default=0), "min")
+            candidates = [path for path in candidates if _checkpoint_number(path) <= newest]
         if not candidates:
             self.progress.message("no checkpoint yet: starting this run from the beginning")
             return
@@ -174,6 +225,12 @@ class Trainer:
                 continue
             if problems:
                 self.progress.message(f"skipped damaged checkpoint(s): {'; '.join(problems)}")
+            number = _checkpoint_number(path)
+            if self._agree(number, "min") != self._agree(number, "max"):
+                raise AttncliError(
+                    f"the workers restored different checkpoints (this one {path}); start "
+                    "the run again with --overwrite on every worker"
+                )
             self.progress.message(
                 f"resuming from {path}: epoch {int(self.epoch.numpy()) + 1}, "
                 f"batch {int(self.batch.numpy())}"
@@ -191,7 +248,16 @@ class Trainer:
             tokens_per_batch=data.tokens_per_batch, bucketing=data.bucketing,
             shuffle=True, seed=self.config.training.seed, stats=self.stats,
         )
-        return dataset.skip(skip) if skip else dataset
+        dataset = dataset.skip(skip) if skip else dataset
+        if not self.distributed:
+            return dataset
+        # Every worker builds the same batches; each takes its replicas' rows of each
+        # (DATA sharding: the pipeline reads no files to share out).
+        options = tf.data.Options()
+        options.experimental_distribute.auto_shard_policy = (
+            tf.data.experimental.AutoShardPolicy.DATA
+        )
+        return self.strategy.experimental_distribute_dataset(dataset.with_options(options))
 
     def fit(self):
         """Train until the epochs, the time budget or the patience run out.
@@ -217,7 +283,11 @@ class Trainer:
                 window_start, window_tokens = time.monotonic(), 0
                 finished_epoch = True
                 for inputs, target_out in self._batches(epoch, skip):
-                    result = self.train_step(inputs, target_out)
+                    if self.distributed:
+                        request = self._stop_request(flag, started)
+                        result = self.train_step(inputs, target_out, request)
+                    else:
+                        result = self.train_step(inputs, target_out)
                     loss = float(result["loss"])
                     count = int(result["tokens"])
                     if not math.isfinite(loss):
@@ -235,12 +305,16 @@ class Trainer:
                     if now - window_start > 5.0:
                         window_start, window_tokens = now, 0
                     self.seconds.assign(now - started)
-                    if flag.received:
+                    if self.distributed:
+                        stop = int(result["stop"])
+                    else:
+                        stop = self._stop_request(flag, started)
+                    if stop > 1:
                         self.manager.save()
-                        raise Interrupted(flag.received, epoch + 1, int(self.batch.numpy()))
+                        raise Interrupted(stop, epoch + 1, int(self.batch.numpy()))
                     if int(self.optimizer.iterations.numpy()) % training.checkpoint_every == 0:
                         self.manager.save()
-                    if self._out_of_time(started):
+                    if stop:
                         finished_epoch = False
                         break
                 # The trained batches are safe before the (possibly long) evaluation.
@@ -254,8 +328,9 @@ class Trainer:
                     self.batch.assign(0)
                 self.seconds.assign(time.monotonic() - started)
                 self.manager.save()
-                if flag.received:
-                    raise Interrupted(flag.received, epoch + 1, int(self.batch.numpy()))
+                received = int(self._agree(flag.received or 0))
+                if received:
+                    raise Interrupted(received, epoch + 1, int(self.batch.numpy()))
         self.progress.message(f"finished: {self._reason_to_stop(started)}")
         summary = {
             "epochs": int(self.epoch.numpy()),
@@ -263,7 +338,7 @@ class Trainer:
             "last": last_record,
             "model": str(self.run.model_dir),
         }
-        test = self.evaluate_test()
+        test = self.evaluate_test() if self.is_chief else None
         if test is not None:
             summary["test"] = {
                 key: value for key, value in test.items() if key not in ("decoding", "split")
@@ -275,7 +350,7 @@ class Trainer:
         training = self.config.training
         if int(self.epoch.numpy()) >= training.epochs:
             return f"{training.epochs} epochs trained"
-        if self._out_of_time(started):
+        if self._agree(self._out_of_time(started)):
             return f"the time budget of {training.max_minutes:g} minutes is spent"
         if training.patience and int(self.stale_evaluations.numpy()) >= training.patience:
             return (
@@ -293,6 +368,10 @@ class Trainer:
         if not math.isfinite(maximised):
             return None
         return -maximised if self.metric_name == "wer" else maximised
+
+    def _stop_request(self, flag, started):
+        """The signal received (its number), 1 when time is up, else 0."""
+        return flag.received or int(self._out_of_time(started))
 
     def _out_of_time(self, started):
         limit = self.config.training.max_minutes
@@ -384,10 +463,14 @@ class Trainer:
     def _evaluate(self, epoch, train_loss, finished_epoch):
         valid_loss = self.validation_loss()
         value, figures = self.validation_metric()
+        value = self._agree(value)
         improved = value > float(self.best_metric.numpy())
         if improved:
             self.best_metric.assign(value)
             self.stale_evaluations.assign(0)
+        else:
+            self.stale_evaluations.assign_add(1)
+        if improved and self.is_chief:
             save_model(
                 self.run.model_dir, self.model, self.source_tokenizer, self.target_tokenizer,
                 source_end=self.config.data.source_end,
@@ -399,8 +482,6 @@ class Trainer:
                     **figures,
                 },
             )
-        else:
-            self.stale_evaluations.assign_add(1)
         record = {
             "epoch": epoch,
             "references": "normalised" if self.normalise_references else "raw",
@@ -413,7 +494,13 @@ class Trainer:
             "padding": self.stats.padding_fraction,
             "minutes": float(self.seconds.numpy()) / 60.0,
         }
-        self.run.append_metrics(record)
-        self.run.log(" ".join(f"{key}={value}" for key, value in record.items()))
+        if self.is_chief:
+            self.run.append_metrics(record)
+            self.run.log(" ".join(f"{key}={value}" for key, value in record.items()))
         self.progress.end_epoch(record)
         return record
+
+
+def _checkpoint_number(path):
+    """The save count that ends a checkpoint's name (`.../ckpt-12` -> 12)."""
+    return int(str(path).rsplit("-", 1)[1])
