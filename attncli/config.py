@@ -12,11 +12,10 @@ the message is reported with the dataclass's path.
 """
 
 import dataclasses
+import re
 import types
 import typing
 from pathlib import Path
-
-import re
 
 import yaml
 
@@ -42,6 +41,9 @@ class _Loader(yaml.SafeLoader):
     def construct_mapping(self, node, deep=False):
         seen = set()
         for key_node, _ in node.value:
+            # Merge keys (`<<: *base`) bring defaults that the mapping may override.
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == _MERGE:
+                continue
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
                 raise _DuplicateKey(
@@ -49,6 +51,9 @@ class _Loader(yaml.SafeLoader):
                 )
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
+
+
+_MERGE = "tag:yaml.org,2002:merge"
 
 
 _Loader.add_implicit_resolver(

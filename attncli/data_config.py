@@ -85,8 +85,9 @@ class DataConfig:
             lands in the same split, so a word with several pronunciations (or a
             sentence with several translations) is never both trained on and
             validated on; sizes then count sources. Defaults to `"pairs"`.
-        limit: read only the first `limit` lines of the training file (before the
-            split). Defaults to None (all).
+        limit: read only the first `limit` lines of each file (the training file
+            before the split, and the validation and test files): for quick trials.
+            Defaults to None (all).
         strict: stop at the first bad line instead of skipping bad lines with a
             warning. Defaults to False.
         source, target: `SideConfig` of each side.

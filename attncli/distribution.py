@@ -83,6 +83,12 @@ def cluster_role(environ=None):
         raise AttncliError(
             f"TF_CONFIG: task {task_type} {index} is not in the cluster's {task_type} list"
         )
+    others = sorted(set(cluster) - {"chief", "worker"})
+    if others:
+        raise AttncliError(
+            f"TF_CONFIG: the cluster has {others[0]!r} tasks; attncli trains with chief and "
+            "worker tasks only (MultiWorkerMirroredStrategy): remove the others"
+        )
     workers = sum(len(cluster.get(name) or []) for name in ("chief", "worker"))
     is_chief = task_type == "chief" or (index == 0 and not cluster.get("chief"))
     return ClusterRole(task_type, index, workers, is_chief)

@@ -34,14 +34,16 @@ class LoopConfig(TrainingConfig):
         seed: int, seeds weights, dropout and data order. Defaults to 0.
         checkpoint_every: int >= 1, steps between checkpoints (one is also written
             at the end of each epoch and on interruption). Defaults to 500.
-        eval_sentences: int or None, validation pairs decoded for the metric after
-            each epoch (all of them for the loss). Defaults to 500.
+        eval_sentences: int or None, distinct validation sources decoded for the
+            metric after each epoch, each scored against all of its references (all
+            pairs count for the loss). Defaults to 500.
         eval_beam_size: int >= 1, the beam used for that metric. Defaults to 1.
         distribute: `"none"` (one device), `"mirrored"` (every GPU of this machine,
             or its logical CPU devices) or `"multi-worker"` (the machines of
             `TF_CONFIG`): TensorFlow's strategy that trains on them. Each batch of
             `data.batch_size` sentences is split across the replicas, so the run
-            learns as on one device. Defaults to `"none"`.
+            learns as on one device (exactly without dropout; with dropout the
+            replicas draw the same masks for their rows). Defaults to `"none"`.
         cpu_replicas: int >= 1 or None; with `"mirrored"` on a machine without
             GPUs, split the CPU into this many logical devices, one replica each
             (to try or test a distributed setup; the replicas share the cores).

@@ -110,8 +110,25 @@ def train(config_path, overrides, run_dir, data_dir, resume, overwrite, console)
 
     from attncli.distribution import make_strategy
 
-    # Before any other TensorFlow operation (see attncli.distribution).
-    strategy = make_strategy(training.distribute, training.cpu_replicas)
+    if role is not None:
+        console.print(
+            f"joining the cluster of TF_CONFIG: {role.workers} workers (it waits for all "
+            "of them)", highlight=False, markup=False,
+        )
+    try:
+        # Before any other TensorFlow operation (see attncli.distribution).
+        strategy = make_strategy(training.distribute, training.cpu_replicas)
+    except AttncliError:
+        raise
+    except Exception as error:  # noqa: BLE001  TensorFlow fails in many ways here.
+        if role is None:
+            raise
+        lines = str(error).strip().splitlines()
+        reason = lines[0] if lines else type(error).__name__
+        raise AttncliError(
+            f"cannot start the multi-worker strategy ({reason}); check TF_CONFIG's "
+            "addresses and that its ports are free"
+        ) from None
 
     from attncli.progress import TrainingDisplay
     from attncli.trainer import Interrupted, Trainer
@@ -124,9 +141,9 @@ def train(config_path, overrides, run_dir, data_dir, resume, overwrite, console)
         f"attncli train --resume --run-dir {shlex.quote(str(run.path if role is None else given))}"
     )
     with TrainingDisplay(console) as display:
-        trainer = Trainer(config, run, display, data_dir=data_dir, resume=resume,
-                          strategy=strategy, is_chief=role is None or role.is_chief)
         try:
+            trainer = Trainer(config, run, display, data_dir=data_dir, resume=resume,
+                              strategy=strategy, is_chief=role is None or role.is_chief)
             summary = trainer.fit()
         except Interrupted as interruption:
             display.message(

@@ -21,6 +21,8 @@ the newest checkpoint that all of them hold.
 """
 
 import dataclasses
+import hashlib
+import json
 import math
 import signal
 import time
@@ -28,6 +30,7 @@ import time
 import keras
 import tensorflow as tf
 
+from attncli.config import to_mapping
 from attncli.data_config import read_splits
 from attncli.distribution import make_agreement, make_strategy
 from attncli.errors import AttncliError
@@ -137,6 +140,8 @@ class Trainer:
         self.source_tokenizer, self.target_tokenizer = prepare_tokenizers(
             config, run, self.splits, resume
         )
+        if self.distributed:
+            self._check_same_run()
         self.model_config = config.model_config(
             len(self.source_tokenizer.vocabulary), len(self.target_tokenizer.vocabulary)
         )
@@ -206,16 +211,21 @@ class Trainer:
 
         Workers restore their own copies: the newest that every worker holds (one
         killed while the others saved lacks their last), and check they restored the
-        same one.
+        same one. Every worker takes part in the same agreements whatever it finds, so
+        that a worker with nothing to restore stops with the others instead of leaving
+        them waiting.
         """
         candidates = list(reversed(self.manager.checkpoints))
+        newest = max(map(_checkpoint_number, candidates), default=0)
         if self.distributed:
-            newest = self._agree(max(map(_checkpoint_number, candidates), default=0), "min")
+            if self._agree(newest, "min") == 0 and self._agree(newest, "max") > 0:
+                raise AttncliError(
+                    "some workers hold checkpoints of this run and others none; resume "
+                    "every worker with the run it trained, or start all with --overwrite"
+                )
+            newest = self._agree(newest, "min")
             candidates = [path for path in candidates if _checkpoint_number(path) <= newest]
-        if not candidates:
-            self.progress.message("no checkpoint yet: starting this run from the beginning")
-            return
-        problems = []
+        restored, problems = None, []
         for path in candidates:
             try:
                 self.checkpoint.restore(path).assert_existing_objects_matched()
@@ -223,23 +233,49 @@ class Trainer:
                 lines = str(error).strip().splitlines()
                 problems.append(f"{path}: {lines[0] if lines else type(error).__name__}")
                 continue
-            if problems:
-                self.progress.message(f"skipped damaged checkpoint(s): {'; '.join(problems)}")
-            number = _checkpoint_number(path)
-            if self._agree(number, "min") != self._agree(number, "max"):
-                raise AttncliError(
-                    f"the workers restored different checkpoints (this one {path}); start "
-                    "the run again with --overwrite on every worker"
-                )
-            self.progress.message(
-                f"resuming from {path}: epoch {int(self.epoch.numpy()) + 1}, "
-                f"batch {int(self.batch.numpy())}"
+            restored = path
+            break
+        number = _checkpoint_number(restored) if restored else (-1 if problems else 0)
+        if self.distributed and self._agree(number, "min") != self._agree(number, "max"):
+            raise AttncliError(
+                f"the workers restored different checkpoints (this one: {restored or 'none'}); "
+                "start the run again with --overwrite on every worker"
             )
+        if restored is None and problems:
+            raise AttncliError(
+                f"no checkpoint of {self.run.path} can be restored ({problems[0]}); "
+                "start the run again with --overwrite"
+            )
+        if restored is None:
+            self.progress.message("no checkpoint yet: starting this run from the beginning")
             return
-        raise AttncliError(
-            f"no checkpoint of {self.run.path} can be restored ({problems[0]}); "
-            "start the run again with --overwrite"
+        if problems:
+            self.progress.message(f"skipped damaged checkpoint(s): {'; '.join(problems)}")
+        self.progress.message(
+            f"resuming from {restored}: epoch {int(self.epoch.numpy()) + 1}, "
+            f"batch {int(self.batch.numpy())}"
         )
+
+    def _check_same_run(self):
+        """Stop every worker if they do not train the same configuration on the same data.
+
+        Workers given different settings (a `--set` on one machine only) or different
+        files would compute different batches: at best a silent mix, at worst a hang.
+        """
+        mapping = to_mapping(self.config)
+        mapping["data"].pop("directory", None)  # where the files are may differ
+        described = json.dumps(
+            [mapping, len(self.source_tokenizer.vocabulary),
+             len(self.target_tokenizer.vocabulary), len(self.splits.train)],
+            sort_keys=True,
+        )
+        # 52 bits: exact in the float64 the agreement carries.
+        fingerprint = int(hashlib.sha256(described.encode()).hexdigest()[:13], 16)
+        if self._agree(fingerprint, "min") != self._agree(fingerprint, "max"):
+            raise AttncliError(
+                "the workers do not train the same run (their configurations, --set "
+                "overrides or data files differ); give every worker the same ones"
+            )
 
     def _batches(self, epoch, skip=0):
         data = self.config.data
@@ -339,6 +375,10 @@ class Trainer:
             "model": str(self.run.model_dir),
         }
         test = self.evaluate_test() if self.is_chief else None
+        if self.distributed:
+            # The others wait for the chief's test scoring, so that none leaves while
+            # the chief still runs (TensorFlow's health check would report it lost).
+            self._agree(0)
         if test is not None:
             summary["test"] = {
                 key: value for key, value in test.items() if key not in ("decoding", "split")
@@ -407,7 +447,7 @@ class Trainer:
         figures, _ = evaluate_corpus(
             self.validation_translator, self.splits.valid, self.config.data.task,
             count=self.config.training.eval_sentences,
-            normalise=self._normalised if self.normalise_references else None,
+            normalise=self._reference_normaliser,
         )
         if self.config.data.task == "pronunciation":
             return -figures["wer"], {"per": figures["per"], "wer": figures["wer"]}
@@ -435,11 +475,11 @@ class Trainer:
         )
         figures, outputs = evaluate_corpus(
             translator, self.splits.test, self.config.data.task,
-            normalise=self._normalised if self.normalise_references else None,
+            normalise=self._reference_normaliser,
         )
         result = {
             "split": "test",
-            "references": "normalised" if self.normalise_references else "raw",
+            "references": self._reference_form,
             "model_epoch": loaded.metadata.get("epoch"),
             "decoding": self.config.decoding.to_dict(),
             **figures,
@@ -455,6 +495,15 @@ class Trainer:
     def normalise_references(self):
         side = self.config.data.target
         return side.lowercase or side.strip_accents or side.drop_pattern is not None
+
+    @property
+    def _reference_normaliser(self):
+        """What references pass through before scoring (see `validation_metric`), or None."""
+        return self._normalised if self.normalise_references else None
+
+    @property
+    def _reference_form(self):
+        return "normalised" if self.normalise_references else "raw"
 
     def _normalised(self, texts):
         tokens = self.target_tokenizer.tokenize(tf.constant(texts))
@@ -484,7 +533,7 @@ class Trainer:
             )
         record = {
             "epoch": epoch,
-            "references": "normalised" if self.normalise_references else "raw",
+            "references": self._reference_form,
             "complete_epoch": finished_epoch,
             "step": int(self.optimizer.iterations.numpy()),
             "train_loss": train_loss,

@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def arguments(description, config_name):
-    """Parses `--data`, `--run-dir`, `--reuse` and `--set` for the result script of a config."""
+    """Parses `--data`, `--run-dir`, `--reuse`, `--overwrite` and `--set` of a result script."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument(
         "--data", type=Path,
@@ -27,6 +27,8 @@ def arguments(description, config_name):
                         help="where the run is written (or read with --reuse)")
     parser.add_argument("--reuse", action="store_true",
                         help="do not train: report the finished run in --run-dir")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="train again even if --run-dir holds a finished run")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config key, as `attncli train --set` does")
     return parser.parse_args()
@@ -36,6 +38,9 @@ def train(config_name, args):
     """Runs `attncli train configs/CONFIG.yaml` unless `--reuse`; exits if training fails."""
     if args.reuse:
         return
+    if (args.run_dir / "test.json").is_file() and not args.overwrite:
+        sys.exit(f"{args.run_dir} holds a finished run: report it with --reuse, "
+                 "or train it again with --overwrite")
     command = [
         sys.executable, "-m", "attncli", "train", str(REPO / "configs" / f"{config_name}.yaml"),
         "--data-dir", str(args.data), "--run-dir", str(args.run_dir), "--overwrite",

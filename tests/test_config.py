@@ -146,3 +146,16 @@ def test_exponent_floats_are_floats_in_files_and_overrides(tmp_path, text, value
         "training": {"learning_rate": value}
     }
     assert yaml.safe_load("x: 1e-3")["x"] == "1e-3"  # the safe loader itself is unchanged
+
+
+def test_merge_keys_still_work_and_may_be_overridden(tmp_path):
+    path = tmp_path / "merge.yaml"
+    path.write_text("base: &base {units: 3, cell: gru}\nmodel:\n  <<: *base\n  units: 5\n")
+    assert load_yaml(path)["model"] == {"units": 5, "cell": "gru"}
+
+
+def test_a_key_that_is_a_list_is_a_one_line_error(tmp_path):
+    path = tmp_path / "complex.yaml"
+    path.write_text("? [a, b]\n: 1\n")
+    with pytest.raises(ConfigError, match="complex.yaml: found unhashable key at line 1"):
+        load_yaml(path)

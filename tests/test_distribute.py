@@ -69,6 +69,8 @@ def test_distribute_is_validated_with_its_key_path():
     ('{"cluster": {"worker": ["a:1"]}}', "TF_CONFIG is not a cluster spec"),
     (tf_config(["a:1", "b:2"], index=2), "task worker 2 is not in the cluster's worker list"),
     (tf_config(["a:1"], task_type="evaluator"), "task type 'evaluator' cannot train"),
+    ('{"cluster": {"worker": ["a:1"], "ps": ["b:2"]}, "task": {"type": "worker", "index": 0}}',
+     "the cluster has 'ps' tasks"),
 ])
 def test_a_missing_or_malformed_tf_config_is_one_line(value, message):
     environ = {} if value is None else {"TF_CONFIG": value}
