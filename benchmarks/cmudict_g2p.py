@@ -9,7 +9,7 @@ its reference pronunciations, and its phoneme errors count against the closest o
     python -m benchmarks.cmudict_g2p --reuse --run-dir RUN   # report a finished run
 """
 
-from benchmarks.published_run import arguments, read_run, train, training_summary
+from benchmarks.published_run import train_and_read, training_summary
 
 PUBLISHED = [
     ("Rao et al. 2015, DBLSTM-CTC", None, 25.8),
@@ -21,9 +21,7 @@ PUBLISHED = [
 
 
 def main():
-    args = arguments(__doc__.split("\n")[0], "cmudict-g2p")
-    train("cmudict-g2p", args)
-    test, records = read_run(args.run_dir)
+    test, records = train_and_read(__doc__.split("\n")[0], "cmudict-g2p")
     decoding = test["decoding"]
     print(f"\nCMUdict g014b2b.test, {test['words']:,} words; {training_summary(records)}; "
           f"beam {decoding['beam_size']}\n")

@@ -9,7 +9,7 @@ lower-cased, and chrF. The published rows were computed lower-cased on spaCy tok
     python -m benchmarks.multi30k_de_en --reuse --run-dir RUN   # report a finished run
 """
 
-from benchmarks.published_run import arguments, read_run, train, training_summary
+from benchmarks.published_run import train_and_read, training_summary
 
 PUBLISHED = [
     ("GRU encoder-decoder, no attention (bentrevett, greedy)", 20.6),
@@ -20,9 +20,7 @@ PUBLISHED = [
 
 
 def main():
-    args = arguments(__doc__.split("\n")[0], "multi30k-de-en")
-    train("multi30k-de-en", args)
-    test, records = read_run(args.run_dir)
+    test, records = train_and_read(__doc__.split("\n")[0], "multi30k-de-en")
     decoding = test["decoding"]
     print(f"\nMulti30k test_2016_flickr, {test['sentences']:,} sentences; "
           f"{training_summary(records)}; beam {decoding['beam_size']}, "

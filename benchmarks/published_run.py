@@ -75,3 +75,10 @@ def training_summary(records):
         f"{records[-1]['step']:,} steps); kept epoch {best['epoch']} "
         f"(step {best['step']:,}), chosen on validation"
     )
+
+
+def train_and_read(description, config_name):
+    """The whole of a result script before its table: arguments, training, the run's figures."""
+    args = arguments(description, config_name)
+    train(config_name, args)
+    return read_run(args.run_dir)

@@ -1,0 +1,66 @@
+"""The result scripts of benchmarks/ report a finished run (`--reuse`) as a table."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def finished_run(path, test):
+    path.mkdir()
+    records = [
+        {"epoch": 1, "step": 100, "minutes": 60.2, "best": True},
+        {"epoch": 2, "step": 200, "minutes": 119.6, "best": False},
+    ]
+    (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (path / "test.json").write_text(json.dumps(test))
+    return path
+
+
+def report(script, run):
+    return subprocess.run(
+        [sys.executable, "-m", f"benchmarks.{script}", "--reuse", "--run-dir", str(run)],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )
+
+
+def test_g2p_table_puts_the_run_beside_the_published_rows(tmp_path):
+    run = finished_run(tmp_path / "g2p", {
+        "per": 6.125, "wer": 26.5, "words": 12000, "decoding": {"beam_size": 5},
+    })
+    result = report("cmudict_g2p", run)
+    assert result.returncode == 0, result.stderr
+    assert "| Yao & Zweig 2015, bi-LSTM encoder-decoder | 5.45 | 23.55 |" in result.stdout
+    assert "**6.12** | **26.50** |" in result.stdout
+    assert "trained 120 minutes (2 evaluations, 200 steps); kept epoch 1 (step 100)" in (
+        result.stdout
+    )
+
+
+def test_multi30k_table_has_cased_and_lowercased_bleu(tmp_path):
+    run = finished_run(tmp_path / "m30k", {
+        "bleu": 36.04, "bleu_lowercase": 37.51, "chrf": 60.0, "sentences": 1000,
+        "bleu_signature": "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0",
+        "decoding": {"beam_size": 5, "alpha": 0.6},
+    })
+    result = report("multi30k_de_en", run)
+    assert result.returncode == 0, result.stderr
+    assert "**36.0** | **37.5** | 60.0 |" in result.stdout
+    assert "case:mixed" in result.stdout
+
+
+@pytest.mark.parametrize("script", ["cmudict_g2p", "multi30k_de_en"])
+def test_an_unfinished_run_and_a_finished_one_without_reuse(tmp_path, script):
+    (tmp_path / "run").mkdir()
+    result = report(script, tmp_path / "run")
+    assert result.returncode == 1 and "has not finished" in result.stderr
+    run = finished_run(tmp_path / "done", {"decoding": {}})
+    result = subprocess.run(
+        [sys.executable, "-m", f"benchmarks.{script}", "--run-dir", str(run)],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 1 and "holds a finished run" in result.stderr
