@@ -7,6 +7,8 @@
         model/          the best model so far, self-contained (see attncli.saving)
         metrics.jsonl   one JSON object per evaluation, appended
         train.log       what the run printed, with times
+        test.json       the kept model's figures on the test split, once training ends
+        test.outputs.txt    its output for each distinct test source
 
 No TensorFlow here: opening a run to report an error must be instant.
 """
