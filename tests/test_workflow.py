@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_errors import one_line_error
 from shared_data import shared_data
 
 REPO = Path(__file__).resolve().parents[1]
@@ -32,15 +33,6 @@ def attncli(*args, cwd, stdin=None, timeout=300, check=True):
             f"attncli {' '.join(map(str, args))} exited {result.returncode}:\n{result.stderr}"
         )
     return result
-
-
-def error_line(result):
-    """The one `Error:` line of a failed command (and that there is no traceback)."""
-    assert result.returncode == 2, result.stderr
-    assert "Traceback" not in result.stderr
-    lines = [line for line in result.stderr.splitlines() if line.startswith("Error: ")]
-    assert len(lines) == 1, result.stderr
-    return lines[0]
 
 
 @pytest.fixture(scope="module")
@@ -172,7 +164,7 @@ def test_resume_of_a_finished_run_extends_it_only_in_length(trained, tmp_path):
     assert "finished: 2 epochs trained" in again.stderr
     refused = attncli("train", "--resume", "--run-dir", copy, "--set", "model.units=64",
                       cwd=work, check=False)
-    assert "--set model.units cannot change a run that is resumed" in error_line(refused)
+    assert "--set model.units cannot change a run that is resumed" in one_line_error(refused)
     longer = attncli("train", "--resume", "--run-dir", copy, "--set", "training.epochs=3",
                      cwd=work)
     assert json.loads(longer.stdout)["epochs"] == 3
@@ -240,4 +232,4 @@ def test_damaged_checkpoints_are_one_line(trained, tmp_path):
     for data in (copy / "checkpoints").glob("*.data-*"):
         data.write_bytes(b"not a checkpoint")
     result = attncli("train", "--resume", "--run-dir", copy, cwd=tmp_path, check=False)
-    assert "no checkpoint of" in error_line(result) and "--overwrite" in result.stderr
+    assert "no checkpoint of" in one_line_error(result) and "--overwrite" in result.stderr

@@ -6,6 +6,7 @@ These fail before TensorFlow is needed, so they run in-process.
 import json
 
 import pytest
+from cli_errors import one_line_error
 from typer.testing import CliRunner
 
 from attncli.cli import app
@@ -15,14 +16,6 @@ def run(*args, cwd=None, input=None, monkeypatch=None):
     if cwd is not None:
         monkeypatch.chdir(cwd)
     return CliRunner().invoke(app, [str(arg) for arg in args], input=input)
-
-
-def one_line_error(result):
-    assert result.exit_code == 2, result.output
-    assert "Traceback" not in result.stderr
-    lines = [line for line in result.stderr.splitlines() if line.startswith("Error: ")]
-    assert len(lines) == 1, result.stderr
-    return lines[0]
 
 
 @pytest.fixture
