@@ -218,12 +218,13 @@ class Trainer:
         candidates = list(reversed(self.manager.checkpoints))
         newest = max(map(_checkpoint_number, candidates), default=0)
         if self.distributed:
-            if self._agree(newest, "min") == 0 and self._agree(newest, "max") > 0:
+            fewest, most = self._agree(newest, "min"), self._agree(newest, "max")
+            if fewest == 0 and most > 0:
                 raise AttncliError(
                     "some workers hold checkpoints of this run and others none; resume "
                     "every worker with the run it trained, or start all with --overwrite"
                 )
-            newest = self._agree(newest, "min")
+            newest = fewest
             candidates = [path for path in candidates if _checkpoint_number(path) <= newest]
         restored, problems = None, []
         for path in candidates:
