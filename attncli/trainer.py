@@ -20,6 +20,7 @@ their own directory (see `attncli.distribution`); on resume every worker restore
 the newest checkpoint that all of them hold.
 """
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -510,7 +511,34 @@ class Trainer:
         tokens = self.target_tokenizer.tokenize(tf.constant(texts))
         return [text.decode("utf-8") for text in self.target_tokenizer.detokenize(tokens).numpy()]
 
+    @property
+    def _weights_kind(self):
+        """Which weights validation and the kept model use: "average" or "raw"."""
+        return "raw" if self.config.training.average_decay is None else "average"
+
+    @contextlib.contextmanager
+    def _averaged_weights(self):
+        """Within it, the model holds the moving average of its weights, if one is kept.
+
+        The raw weights, which training goes on with, are put back on leaving.
+        """
+        if self.config.training.average_decay is None:
+            yield
+            return
+        variables = self.model.trainable_variables
+        raw = [keras.ops.convert_to_numpy(variable) for variable in variables]
+        self.optimizer.finalize_variable_values(variables)
+        try:
+            yield
+        finally:
+            for variable, value in zip(variables, raw):
+                variable.assign(value)
+
     def _evaluate(self, epoch, train_loss, finished_epoch):
+        with self._averaged_weights():
+            return self._evaluate_model(epoch, train_loss, finished_epoch)
+
+    def _evaluate_model(self, epoch, train_loss, finished_epoch):
         valid_loss = self.validation_loss()
         value, figures = self.validation_metric()
         value = self._agree(value)
@@ -529,6 +557,7 @@ class Trainer:
                     "epoch": epoch,
                     "task": self.config.data.task,
                     "decoding": self.config.decoding.to_dict(),
+                    "weights": self._weights_kind,
                     **figures,
                 },
             )
@@ -541,6 +570,7 @@ class Trainer:
             "valid_loss": valid_loss,
             **figures,
             "best": improved,
+            "weights": self._weights_kind,
             "padding": self.stats.padding_fraction,
             "minutes": float(self.seconds.numpy()) / 60.0,
         }

@@ -63,7 +63,11 @@ class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
 
 def make_optimizer(config=None):
-    """Adam with the configured schedule and clipping by global norm."""
+    """Adam with the configured schedule, clipping by global norm and weight average.
+
+    With `config.average_decay`, Keras's optimizer keeps the moving average of the
+    trainable weights (`use_ema`); `finalize_variable_values` copies it into them.
+    """
     config = config or TrainingConfig()
     learning_rate = config.learning_rate
     if config.schedule != "constant" or config.warmup_steps:
@@ -71,7 +75,12 @@ def make_optimizer(config=None):
             config.learning_rate, config.schedule, config.warmup_steps,
             config.decay_steps, config.decay_rate,
         )
-    return keras.optimizers.Adam(learning_rate=learning_rate, global_clipnorm=config.clip_norm)
+    averaging = {}
+    if config.average_decay is not None:
+        averaging = {"use_ema": True, "ema_momentum": config.average_decay}
+    return keras.optimizers.Adam(
+        learning_rate=learning_rate, global_clipnorm=config.clip_norm, **averaging
+    )
 
 
 def smoothed_cross_entropy(logits, labels, label_smoothing=0.0):

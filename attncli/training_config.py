@@ -22,6 +22,12 @@ class TrainingConfig:
         clip_norm: float or None, clip gradients to this global norm. Defaults to 5.0.
         label_smoothing: float in [0, 1), the mass spread uniformly over the
             vocabulary. Defaults to 0.1.
+        average_decay: float in [0, 1) or None; if set, the optimizer also keeps an
+            exponential moving average of the weights, updated after every step as
+            `w_avg <- d * w_avg + (1 - d) * w` (`d` = `average_decay`; the first step
+            copies `w`), and validation, the kept model and the test scoring use the
+            averaged weights while training goes on with the raw ones. About the
+            last `1 / (1 - d)` steps count (0.999: the last ~1,000). Defaults to None.
         logits_on: `"tokens"` computes the output layer on non-pad target positions
             only; `"all"` on every position, padding included (the same loss, slower;
             kept for comparison). Defaults to `"tokens"`.
@@ -39,6 +45,7 @@ class TrainingConfig:
     clip_norm: float | None = 5.0
     label_smoothing: float = 0.1
     logits_on: Literal["tokens", "all"] = "tokens"
+    average_decay: float | None = None
 
     def __post_init__(self):
         if self.learning_rate <= 0:
@@ -69,6 +76,11 @@ class TrainingConfig:
             raise ValueError(
                 "label_smoothing must be in [0, 1). "
                 f"Received: label_smoothing={self.label_smoothing}"
+            )
+        if self.average_decay is not None and not 0.0 <= self.average_decay < 1.0:
+            raise ValueError(
+                "average_decay must be in [0, 1) or null. "
+                f"Received: average_decay={self.average_decay}"
             )
         if self.logits_on not in ("tokens", "all"):
             raise ValueError(
