@@ -16,17 +16,19 @@ import time
 from attncli.metrics import pronunciation_scores, translation_scores
 
 
-def score_outputs(task, outputs, references):
+def score_outputs(task, outputs, references, lowercase_bleu=True):
     """The task's corpus figures of `outputs` against `references`.
 
     Args:
         task: `"translation"` or `"pronunciation"`.
         outputs: list of output strings (phonemes separated by spaces).
         references: list, aligned with `outputs`, of lists of reference strings.
+        lowercase_bleu: also compute the lower-cased BLEU (one more sacreBLEU pass).
+            Defaults to True.
 
     Returns:
-        dict: `{"bleu", "bleu_lowercase", "chrf", "bleu_signature"}` or
-        `{"per", "wer", "words"}`.
+        dict: `{"bleu", "bleu_lowercase", "chrf", "bleu_signature"}` (without
+        `"bleu_lowercase"` if not asked for) or `{"per", "wer", "words"}`.
     """
     if task == "pronunciation":
         scores = pronunciation_scores(
@@ -42,16 +44,14 @@ def score_outputs(task, outputs, references):
         for i in range(most)
     ]
     cased = translation_scores(outputs, streams)
-    lowercase = translation_scores(outputs, streams, lowercase=True)
-    return {
-        "bleu": cased.bleu,
-        "bleu_lowercase": lowercase.bleu,
-        "chrf": cased.chrf,
-        "bleu_signature": cased.bleu_signature,
-    }
+    figures = {"bleu": cased.bleu, "chrf": cased.chrf, "bleu_signature": cased.bleu_signature}
+    if lowercase_bleu:
+        figures["bleu_lowercase"] = translation_scores(outputs, streams, lowercase=True).bleu
+    return figures
 
 
-def evaluate_corpus(translator, corpus, task, count=None, normalise=None, batch_size=64):
+def evaluate_corpus(translator, corpus, task, count=None, normalise=None, batch_size=64,
+                    lowercase_bleu=True):
     """Decode the distinct sources of `corpus` and score them.
 
     Args:
@@ -63,6 +63,7 @@ def evaluate_corpus(translator, corpus, task, count=None, normalise=None, batch_
             form the target side is written in (when it folds case or drops
             characters, which no output could restore).
         batch_size: sources decoded at once. Defaults to 64.
+        lowercase_bleu: passed to `score_outputs`. Defaults to True.
 
     Returns:
         `(figures, outputs)`: the dict of `score_outputs` plus `"sentences"` and
@@ -77,5 +78,5 @@ def evaluate_corpus(translator, corpus, task, count=None, normalise=None, batch_
     outputs = [result.hypotheses[0].text for result in results]
     if normalise is not None:
         references = [normalise(options) for options in references]
-    figures = score_outputs(task, outputs, references)
+    figures = score_outputs(task, outputs, references, lowercase_bleu=lowercase_bleu)
     return {**figures, "sentences": len(sources), "seconds": seconds}, outputs

@@ -449,7 +449,7 @@ class Trainer:
         figures, _ = evaluate_corpus(
             self.validation_translator, self.splits.valid, self.config.data.task,
             count=self.config.training.eval_sentences,
-            normalise=self._reference_normaliser,
+            normalise=self._reference_normaliser, lowercase_bleu=False,
         )
         if self.config.data.task == "pronunciation":
             return -figures["wer"], {"per": figures["per"], "wer": figures["wer"]}

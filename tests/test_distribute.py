@@ -6,13 +6,16 @@ batches of 32 sentences down to one) against one device with the same global bat
 seed. Tolerance: 1e-5 relative on the loss of every step. The replicas compute each
 sentence's loss and gradient as one device does; only the order of the sums differs
 (each batch's gradient is summed from two halves), which moved the loss by at most
-2.1e-7 relative over the epoch when this was written. The one mistake made while
+2.1e-7 relative over the epoch when this was written. The runs keep a moving average
+of the weights (`training.average_decay`), so the validation loss compared is that of
+the averaged weights. The one mistake made while
 writing the step, embeddings' gradients made dense where Keras keeps `IndexedSlices`,
 moved it by 4e-5 from the third step on (by 4e-3 from the second without clipping).
 """
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -22,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_errors import one_line_error
 from typer.testing import CliRunner
 
 from attncli.cli import app
@@ -34,7 +38,9 @@ from attncli.train_command import resolve_run
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "configs" / "tiny-test.yaml"
 HELPER = Path(__file__).resolve().parent / "distributed_run.py"
-ONE_EPOCH = ["training.epochs=1"]
+# The runs keep a moving average of the weights: validation then reads the average,
+# which must match one device's too, and survive a multi-worker resume.
+ONE_EPOCH = ["training.epochs=1", "training.average_decay=0.9"]
 RTOL = 1e-5
 TIMEOUT = 300
 
@@ -241,7 +247,8 @@ def finish(processes, timeout=TIMEOUT):
     return outputs
 
 
-MULTI_WORKER = ["--set", "training.distribute=multi-worker", "--set", "training.epochs=1"]
+MULTI_WORKER = ["--set", "training.distribute=multi-worker",
+                *[arg for override in ONE_EPOCH for arg in ("--set", override)]]
 
 
 @pytest.fixture(scope="module")
@@ -303,3 +310,34 @@ def test_sigterm_to_one_worker_stops_both_and_both_resume(multi_worker_run, tmp_
     record = records_by_epoch(tmp_path / "runs" / "tiny")[1]
     for key in ("train_loss", "valid_loss", "step"):
         np.testing.assert_allclose(record[key], expected[key], rtol=RTOL)
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("distribute")
+def test_workers_given_different_settings_stop_with_one_line(tmp_path):
+    """A `--set` given to one worker only: both stop before the first step."""
+    workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
+    processes = []
+    for index in range(2):
+        env = environment(TF_CONFIG=tf_config(workers, index=index))
+        processes.append(subprocess.Popen(
+            [sys.executable, "-m", "attncli", "train", str(TINY), "--run-dir", "runs/tiny",
+             *MULTI_WORKER, "--set", f"training.seed={index}"],
+            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        ))
+    for code, stdout, stderr in finish(processes):
+        error = one_line_error(subprocess.CompletedProcess([], code, stdout, stderr))
+        assert "the workers do not train the same run" in error
+    assert not (tmp_path / "runs" / "tiny" / "checkpoints" / "checkpoint").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("distribute")
+def test_resume_with_one_worker_missing_its_checkpoints_is_one_line(multi_worker_run, tmp_path):
+    work, _ = multi_worker_run
+    shutil.copytree(work / "runs", tmp_path / "runs")
+    shutil.rmtree(tmp_path / "runs" / "tiny.worker-1" / "checkpoints")
+    outputs = finish(start_workers(tmp_path, "--resume", "--run-dir", "runs/tiny"))
+    for code, stdout, stderr in outputs:
+        error = one_line_error(subprocess.CompletedProcess([], code, stdout, stderr))
+        assert "some workers hold checkpoints of this run and others none" in error

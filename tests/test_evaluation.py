@@ -38,6 +38,9 @@ def test_translation_figures_equal_sacrebleu_with_several_references():
     assert figures["bleu_lowercase"] == sacrebleu.corpus_bleu(outputs, streams, lowercase=True).score
     assert figures["chrf"] == sacrebleu.corpus_chrf(outputs, streams).score
     assert figures["bleu_lowercase"] > figures["bleu"]
+    cased_only = score_outputs("translation", outputs, references, lowercase_bleu=False)
+    assert "bleu_lowercase" not in cased_only
+    assert cased_only == {key: figures[key] for key in ("bleu", "chrf", "bleu_signature")}
 
 
 def test_a_repeated_source_is_decoded_once_and_right_if_it_matches_any_reference():

@@ -154,6 +154,23 @@ def test_schedules_follow_their_formulas():
     np.testing.assert_allclose(float(optimizer.learning_rate), 1e-3 / 4, rtol=1e-6)
 
 
+def test_weight_average_follows_its_formula():
+    """avg_1 = w_1; avg_t = d * avg_{t-1} + (1 - d) * w_t, w_t the weights after step t."""
+    decay = 0.8
+    optimizer = make_optimizer(TrainingConfig(learning_rate=0.1, clip_norm=None,
+                                              average_decay=decay))
+    weights = keras.Variable(np.array([1.0, -2.0, 0.5], dtype="float32"))
+    gradients = np.random.default_rng(0).normal(size=(6, 3)).astype("float32")
+    expected = None
+    for gradient in gradients:
+        optimizer.apply_gradients([(tf.constant(gradient), weights)])
+        raw = keras.ops.convert_to_numpy(weights)
+        expected = raw if expected is None else decay * expected + (1 - decay) * raw
+    assert not np.allclose(raw, expected)
+    optimizer.finalize_variable_values([weights])
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(weights), expected, rtol=1e-6)
+
+
 @pytest.mark.parametrize(
     "options, message",
     [
@@ -162,6 +179,8 @@ def test_schedules_follow_their_formulas():
         (dict(label_smoothing=1.0), "label_smoothing"),
         (dict(clip_norm=0.0), "clip_norm"),
         (dict(logits_on="padding"), "logits_on must be"),
+        (dict(average_decay=1.0), "average_decay must be in"),
+        (dict(average_decay=-0.1), "average_decay must be in"),
     ],
 )
 def test_training_config_rejects_bad_values(options, message):

@@ -1,0 +1,114 @@
+"""`training.average_decay`: validation, the kept model and resume use the averaged weights.
+
+One tiny run (configs/tiny-test.yaml, one epoch) in this process, with a decay of 0.5 so
+that the average and the raw weights differ clearly after 28 steps.
+"""
+
+import json
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+
+from attncli.run_config import load_run_config
+from attncli.run_directory import RunDirectory
+from attncli.saving import load_model
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = REPO / "configs" / "tiny-test.yaml"
+OVERRIDES = ["training.epochs=1", "training.average_decay=0.5"]
+
+pytestmark = pytest.mark.slow
+
+
+class Quiet:
+    """A `Trainer` progress that keeps the epoch records and prints nothing."""
+
+    def __init__(self):
+        self.records = []
+
+    def start_epoch(self, epoch, total, steps):
+        pass
+
+    def step(self, loss, tokens_per_second):
+        pass
+
+    def end_epoch(self, record):
+        self.records.append(record)
+
+    def message(self, text):
+        pass
+
+
+def weights_of(model):
+    return [keras.ops.convert_to_numpy(variable) for variable in model.trainable_variables]
+
+
+def averaged_weights(trainer):
+    """The optimizer's average, read by copying it into the model and back."""
+    raw = weights_of(trainer.model)
+    trainer.optimizer.finalize_variable_values(trainer.model.trainable_variables)
+    average = weights_of(trainer.model)
+    for variable, value in zip(trainer.model.trainable_variables, raw):
+        variable.assign(value)
+    return average
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    from attncli.trainer import Trainer
+
+    config = load_run_config(TINY, OVERRIDES)
+    run = RunDirectory.create(tmp_path_factory.mktemp("average") / "run")
+    progress = Quiet()
+    trainer = Trainer(config, run, progress)
+    trainer.fit()
+    return config, run, trainer, progress
+
+
+def test_the_kept_model_holds_the_average_and_training_keeps_the_raw_weights(trained):
+    config, run, trainer, progress = trained
+    raw, average = weights_of(trainer.model), averaged_weights(trainer)
+    assert any(not np.allclose(r, a, atol=1e-4) for r, a in zip(raw, average))
+    kept = load_model(run.model_dir)
+    assert kept.metadata["weights"] == "average"
+    # Keras's `load_weights` orders the variables as the model builds them.
+    for saved, expected in zip(weights_of(kept.model), average):
+        np.testing.assert_allclose(saved, expected, rtol=1e-6, atol=1e-7)
+    record = json.loads((run.path / "metrics.jsonl").read_text().splitlines()[-1])
+    assert record["weights"] == "average" and progress.records[-1] == record
+
+
+def test_validation_loss_is_that_of_the_averaged_weights(trained):
+    config, run, trainer, progress = trained
+    recorded = progress.records[-1]["valid_loss"]
+    raw_loss = trainer.validation_loss()
+    with trainer._averaged_weights():
+        average_loss = trainer.validation_loss()
+    np.testing.assert_allclose(average_loss, recorded, rtol=1e-6)
+    assert abs(raw_loss - recorded) > 1e-4
+
+
+def test_resume_restores_the_average_with_the_checkpoint(trained):
+    from attncli.trainer import Trainer
+
+    config, run, trainer, _ = trained
+    resumed = Trainer(config, RunDirectory.open(run.path), Quiet(), resume=True)
+    for restored, expected in zip(averaged_weights(resumed), averaged_weights(trainer)):
+        np.testing.assert_allclose(restored, expected, rtol=1e-6)
+    for restored, expected in zip(weights_of(resumed.model), weights_of(trainer.model)):
+        np.testing.assert_allclose(restored, expected, rtol=1e-6)
+
+
+def test_without_averaging_the_kept_model_is_the_raw_one(tmp_path):
+    from attncli.trainer import Trainer
+
+    config = load_run_config(TINY, ["training.epochs=1"])
+    run = RunDirectory.create(tmp_path / "run")
+    trainer = Trainer(config, run, Quiet())
+    trainer.fit()
+    kept = load_model(run.model_dir)
+    assert kept.metadata["weights"] == "raw"
+    for saved, expected in zip(weights_of(kept.model), weights_of(trainer.model)):
+        np.testing.assert_allclose(saved, expected, rtol=1e-6)
