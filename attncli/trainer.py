@@ -483,6 +483,7 @@ class Trainer:
             "split": "test",
             "references": self._reference_form,
             "model_epoch": loaded.metadata.get("epoch"),
+            "weights": loaded.metadata.get("weights", "raw"),
             "decoding": self.config.decoding.to_dict(),
             **figures,
         }
@@ -520,15 +521,17 @@ class Trainer:
     def _averaged_weights(self):
         """Within it, the model holds the moving average of its weights, if one is kept.
 
-        The raw weights, which training goes on with, are put back on leaving.
+        The raw weights, which training goes on with, are put back on leaving, also
+        when the evaluation fails. The optimizer pairs its averages with the variables
+        it was built with, `model.trainable_variables` (see `make_train_step`).
         """
         if self.config.training.average_decay is None:
             yield
             return
         variables = self.model.trainable_variables
         raw = [keras.ops.convert_to_numpy(variable) for variable in variables]
-        self.optimizer.finalize_variable_values(variables)
         try:
+            self.optimizer.finalize_variable_values(variables)
             yield
         finally:
             for variable, value in zip(variables, raw):

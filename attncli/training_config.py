@@ -26,8 +26,11 @@ class TrainingConfig:
             exponential moving average of the weights, updated after every step as
             `w_avg <- d * w_avg + (1 - d) * w` (`d` = `average_decay`; the first step
             copies `w`), and validation, the kept model and the test scoring use the
-            averaged weights while training goes on with the raw ones. About the
-            last `1 / (1 - d)` steps count (0.999: the last ~1,000). Defaults to None.
+            averaged weights while training goes on with the raw ones. Once the run
+            is well past `1 / (1 - d)` steps, about the last `1 / (1 - d)` count
+            (0.999: the last ~1,000); before, the first weights still weigh
+            `d ** (t - 1)` (0.999: 37% after 1,000 steps, 5% after 3,000), so keep
+            it for runs of many thousand steps. Defaults to None.
         logits_on: `"tokens"` computes the output layer on non-pad target positions
             only; `"all"` on every position, padding included (the same loss, slower;
             kept for comparison). Defaults to `"tokens"`.

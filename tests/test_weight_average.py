@@ -23,16 +23,16 @@ pytestmark = pytest.mark.slow
 
 
 class Quiet:
-    """A `Trainer` progress that keeps the epoch records and prints nothing."""
+    """A `Trainer` progress that keeps every step's loss and every epoch record."""
 
     def __init__(self):
-        self.records = []
+        self.losses, self.records = [], []
 
     def start_epoch(self, epoch, total, steps):
         pass
 
     def step(self, loss, tokens_per_second):
-        pass
+        self.losses.append(loss)
 
     def end_epoch(self, record):
         self.records.append(record)
@@ -43,6 +43,12 @@ class Quiet:
 
 def weights_of(model):
     return [keras.ops.convert_to_numpy(variable) for variable in model.trainable_variables]
+
+
+def assert_same_weights(actual, expected, **tolerance):
+    assert len(actual) == len(expected)
+    for a, e in zip(actual, expected):
+        np.testing.assert_allclose(a, e, **tolerance)
 
 
 def averaged_weights(trainer):
@@ -74,8 +80,7 @@ def test_the_kept_model_holds_the_average_and_training_keeps_the_raw_weights(tra
     kept = load_model(run.model_dir)
     assert kept.metadata["weights"] == "average"
     # Keras's `load_weights` orders the variables as the model builds them.
-    for saved, expected in zip(weights_of(kept.model), average):
-        np.testing.assert_allclose(saved, expected, rtol=1e-6, atol=1e-7)
+    assert_same_weights(weights_of(kept.model), average, rtol=1e-6, atol=1e-7)
     record = json.loads((run.path / "metrics.jsonl").read_text().splitlines()[-1])
     assert record["weights"] == "average" and progress.records[-1] == record
 
@@ -95,10 +100,8 @@ def test_resume_restores_the_average_with_the_checkpoint(trained):
 
     config, run, trainer, _ = trained
     resumed = Trainer(config, RunDirectory.open(run.path), Quiet(), resume=True)
-    for restored, expected in zip(averaged_weights(resumed), averaged_weights(trainer)):
-        np.testing.assert_allclose(restored, expected, rtol=1e-6)
-    for restored, expected in zip(weights_of(resumed.model), weights_of(trainer.model)):
-        np.testing.assert_allclose(restored, expected, rtol=1e-6)
+    assert_same_weights(averaged_weights(resumed), averaged_weights(trainer), rtol=1e-6)
+    assert_same_weights(weights_of(resumed.model), weights_of(trainer.model), rtol=1e-6)
 
 
 def test_without_averaging_the_kept_model_is_the_raw_one(tmp_path):
@@ -110,5 +113,23 @@ def test_without_averaging_the_kept_model_is_the_raw_one(tmp_path):
     trainer.fit()
     kept = load_model(run.model_dir)
     assert kept.metadata["weights"] == "raw"
-    for saved, expected in zip(weights_of(kept.model), weights_of(trainer.model)):
-        np.testing.assert_allclose(saved, expected, rtol=1e-6)
+    assert json.loads((run.path / "test.json").read_text())["weights"] == "raw"
+    assert_same_weights(weights_of(kept.model), weights_of(trainer.model), rtol=1e-6)
+
+
+def test_training_after_averaged_evaluations_is_training_without_them(tmp_path):
+    """Two epochs with and without an average: the same steps, the same raw weights."""
+    from attncli.trainer import Trainer
+
+    runs = {}
+    for name, overrides in (("raw", []), ("average", ["training.average_decay=0.5"])):
+        config = load_run_config(TINY, ["training.epochs=2", *overrides])
+        progress = Quiet()
+        trainer = Trainer(config, RunDirectory.create(tmp_path / name), progress)
+        trainer.fit()
+        runs[name] = trainer, progress
+    (raw, raw_progress), (averaged, averaged_progress) = runs["raw"], runs["average"]
+    assert len(raw_progress.losses) == len(averaged_progress.losses) > 28
+    np.testing.assert_allclose(averaged_progress.losses, raw_progress.losses, rtol=1e-5)
+    assert_same_weights(weights_of(averaged.model), weights_of(raw.model), rtol=1e-4, atol=1e-6)
+    assert json.loads((tmp_path / "average" / "test.json").read_text())["weights"] == "average"
