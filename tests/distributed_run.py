@@ -27,25 +27,7 @@ from attncli.distribution import make_strategy  # noqa: E402
 from attncli.pipeline import epoch_batches  # noqa: E402
 from attncli.run_config import load_run_config  # noqa: E402
 from attncli.run_directory import RunDirectory  # noqa: E402
-
-
-class Recorder:
-    """A `Trainer` progress that keeps every step's loss and every epoch record."""
-
-    def __init__(self):
-        self.losses, self.records = [], []
-
-    def start_epoch(self, epoch, total, steps):
-        pass
-
-    def step(self, loss, tokens_per_second):
-        self.losses.append(loss)
-
-    def end_epoch(self, record):
-        self.records.append(record)
-
-    def message(self, text):
-        print(text, file=sys.stderr)
+from recorder import Recorder  # noqa: E402
 
 
 def main():
@@ -69,7 +51,7 @@ def main():
             args.config, [*args.overrides, f"training.distribute={name}"]
         )
         strategy = make_strategy(name)
-        recorder = Recorder()
+        recorder = Recorder(echo=True)
         trainer = Trainer(config, RunDirectory.create(args.work / name), recorder,
                           strategy=strategy)
         trainer.fit()

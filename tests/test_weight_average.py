@@ -10,6 +10,7 @@ from pathlib import Path
 import keras
 import numpy as np
 import pytest
+from recorder import Recorder
 
 from attncli.run_config import load_run_config
 from attncli.run_directory import RunDirectory
@@ -20,25 +21,6 @@ TINY = REPO / "configs" / "tiny-test.yaml"
 OVERRIDES = ["training.epochs=1", "training.average_decay=0.5"]
 
 pytestmark = pytest.mark.slow
-
-
-class Quiet:
-    """A `Trainer` progress that keeps every step's loss and every epoch record."""
-
-    def __init__(self):
-        self.losses, self.records = [], []
-
-    def start_epoch(self, epoch, total, steps):
-        pass
-
-    def step(self, loss, tokens_per_second):
-        self.losses.append(loss)
-
-    def end_epoch(self, record):
-        self.records.append(record)
-
-    def message(self, text):
-        pass
 
 
 def weights_of(model):
@@ -67,7 +49,7 @@ def trained(tmp_path_factory):
 
     config = load_run_config(TINY, OVERRIDES)
     run = RunDirectory.create(tmp_path_factory.mktemp("average") / "run")
-    progress = Quiet()
+    progress = Recorder()
     trainer = Trainer(config, run, progress)
     trainer.fit()
     return config, run, trainer, progress
@@ -99,7 +81,7 @@ def test_resume_restores_the_average_with_the_checkpoint(trained):
     from attncli.trainer import Trainer
 
     config, run, trainer, _ = trained
-    resumed = Trainer(config, RunDirectory.open(run.path), Quiet(), resume=True)
+    resumed = Trainer(config, RunDirectory.open(run.path), Recorder(), resume=True)
     assert_same_weights(averaged_weights(resumed), averaged_weights(trainer), rtol=1e-6)
     assert_same_weights(weights_of(resumed.model), weights_of(trainer.model), rtol=1e-6)
 
@@ -109,7 +91,7 @@ def test_without_averaging_the_kept_model_is_the_raw_one(tmp_path):
 
     config = load_run_config(TINY, ["training.epochs=1"])
     run = RunDirectory.create(tmp_path / "run")
-    trainer = Trainer(config, run, Quiet())
+    trainer = Trainer(config, run, Recorder())
     trainer.fit()
     kept = load_model(run.model_dir)
     assert kept.metadata["weights"] == "raw"
@@ -124,7 +106,7 @@ def test_training_after_averaged_evaluations_is_training_without_them(tmp_path):
     runs = {}
     for name, overrides in (("raw", []), ("average", ["training.average_decay=0.5"])):
         config = load_run_config(TINY, ["training.epochs=2", *overrides])
-        progress = Quiet()
+        progress = Recorder()
         trainer = Trainer(config, RunDirectory.create(tmp_path / name), progress)
         trainer.fit()
         runs[name] = trainer, progress
