@@ -219,14 +219,18 @@ def free_ports(count):
             sock.close()
 
 
-def start_workers(cwd, *args):
-    """Two `attncli train` processes of one multi-worker cluster on 127.0.0.1."""
+def start_workers(cwd, *args, own_args=lambda index: []):
+    """Two `attncli train` processes of one multi-worker cluster on 127.0.0.1.
+
+    Both get `args`; worker `index` also gets `own_args(index)`.
+    """
     workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
     processes = []
     for index in range(2):
         env = environment(TF_CONFIG=tf_config(workers, index=index))
+        command = ["train", *args, *own_args(index)]
         processes.append(subprocess.Popen(
-            [sys.executable, "-m", "attncli", "train", *map(str, args)], cwd=cwd, env=env,
+            [sys.executable, "-m", "attncli", *map(str, command)], cwd=cwd, env=env,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         ))
     return processes
@@ -316,15 +320,8 @@ def test_sigterm_to_one_worker_stops_both_and_both_resume(multi_worker_run, tmp_
 @pytest.mark.xdist_group("distribute")
 def test_workers_given_different_settings_stop_with_one_line(tmp_path):
     """A `--set` given to one worker only: both stop before the first step."""
-    workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
-    processes = []
-    for index in range(2):
-        env = environment(TF_CONFIG=tf_config(workers, index=index))
-        processes.append(subprocess.Popen(
-            [sys.executable, "-m", "attncli", "train", str(TINY), "--run-dir", "runs/tiny",
-             *MULTI_WORKER, "--set", f"training.seed={index}"],
-            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        ))
+    processes = start_workers(tmp_path, TINY, "--run-dir", "runs/tiny", *MULTI_WORKER,
+                              own_args=lambda index: ["--set", f"training.seed={index}"])
     for code, stdout, stderr in finish(processes):
         error = one_line_error(subprocess.CompletedProcess([], code, stdout, stderr))
         assert "the workers do not train the same run" in error
