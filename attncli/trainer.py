@@ -421,18 +421,28 @@ class Trainer:
 
     def validation_loss(self):
         """Mean loss per target token over the whole validation split."""
+        return self.validation_losses()["loss"]
+
+    def validation_losses(self):
+        """Mean losses per target token over the whole validation split.
+
+        Returns:
+            `{"loss", "nll"}`: the training objective (label-smoothed when training
+            smooths) and the plain cross-entropy `-log p(y)`.
+        """
         data = self.config.data
         dataset = epoch_batches(
             self.valid_encoded, 0, batch_size=data.batch_size, bucketing=data.bucketing,
             shuffle=False, seed=0,
         )
-        total, tokens = 0.0, 0
+        totals, tokens = {"loss": 0.0, "nll": 0.0}, 0
         for inputs, target_out in dataset:
             result = self.eval_step(inputs, target_out)
             count = int(result["tokens"])
-            total += float(result["loss"]) * count
+            for key in totals:
+                totals[key] += float(result[key]) * count
             tokens += count
-        return total / max(tokens, 1)
+        return {key: total / max(tokens, 1) for key, total in totals.items()}
 
     def validation_metric(self):
         """The task's metrics on (the first `eval_sentences` of) the validation split.
@@ -538,11 +548,18 @@ class Trainer:
                 variable.assign(value)
 
     def _evaluate(self, epoch, train_loss, finished_epoch):
+        losses = {}
+        if self.config.training.average_decay is not None:
+            # The raw weights' loss beside the average's shows what averaging gains.
+            losses["valid_loss_raw"] = self.validation_loss()
         with self._averaged_weights():
-            return self._evaluate_model(epoch, train_loss, finished_epoch)
+            return self._evaluate_model(epoch, train_loss, finished_epoch, losses)
 
-    def _evaluate_model(self, epoch, train_loss, finished_epoch):
-        valid_loss = self.validation_loss()
+    def _evaluate_model(self, epoch, train_loss, finished_epoch, losses):
+        valid = self.validation_losses()
+        losses = {"valid_loss": valid["loss"], **losses}
+        if self.config.training.label_smoothing:
+            losses["valid_nll"] = valid["nll"]
         value, figures = self.validation_metric()
         value = self._agree(value)
         improved = value > float(self.best_metric.numpy())
@@ -570,7 +587,7 @@ class Trainer:
             "complete_epoch": finished_epoch,
             "step": int(self.optimizer.iterations.numpy()),
             "train_loss": train_loss,
-            "valid_loss": valid_loss,
+            **losses,
             **figures,
             "best": improved,
             "weights": self._weights_kind,

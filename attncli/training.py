@@ -150,21 +150,36 @@ def summed_sequence_loss(model, inputs, target_out, label_smoothing=0.0, trainin
     A batch split across replicas is divided by the global number of tokens, so each
     replica needs its sum, not its mean. A batch of no rows gives `(0.0, 0)`.
     """
+    logits, labels, weights = target_logits(
+        model, inputs, target_out, training, logits_on, stepwise
+    )
+    losses = smoothed_cross_entropy(logits, labels, label_smoothing)
+    return tf.reduce_sum(weights * losses), tf.reduce_sum(tf.cast(weights, "int32"))
+
+
+def target_logits(model, inputs, target_out, training=False, logits_on="tokens",
+                  stepwise=False):
+    """The output layer's logits for the target tokens, with their labels.
+
+    Args:
+        model, inputs, target_out, training, logits_on, stepwise: as `sequence_loss`.
+
+    Returns:
+        `(logits, labels, weights)`: float `(..., V)`, int `(...)` and float `(...)`,
+        the weights 1 at the non-pad tokens and 0 at padding. With `logits_on="tokens"`
+        the leading shape is `(tokens,)` (padding left out, every weight 1); with
+        `"all"` it is `(batch_size, T)`.
+    """
     inputs, target_out = longest_source_first(inputs, target_out)
     features, _ = model.features(inputs, training=training, stepwise=stepwise)
     mask = tf.not_equal(target_out, 0)
-    tokens = tf.reduce_sum(tf.cast(mask, "int32"))
     if logits_on == "tokens":
         # token_features: tokens x units
         token_features = tf.boolean_mask(features, mask)
-        logits = model.decoder.output_layer(token_features)
-        losses = smoothed_cross_entropy(logits, tf.boolean_mask(target_out, mask), label_smoothing)
-        total = tf.reduce_sum(losses)
-    else:
-        logits = model.decoder.output_layer(features)
-        losses = smoothed_cross_entropy(logits, target_out, label_smoothing)
-        total = tf.reduce_sum(tf.where(mask, losses, 0.0))
-    return total, tokens
+        labels = tf.boolean_mask(target_out, mask)
+        weights = tf.ones(tf.shape(labels), "float32")
+        return model.decoder.output_layer(token_features), labels, weights
+    return model.decoder.output_layer(features), target_out, tf.cast(mask, "float32")
 
 
 _BATCH_SIGNATURE = (
@@ -295,15 +310,28 @@ def _scaled(gradient, factor):
 
 
 def make_eval_step(model, config=None):
-    """A compiled step returning `{"loss", "tokens"}` without updating anything."""
+    """A compiled step returning `{"loss", "nll", "tokens"}` without updating anything.
+
+    `loss` is the training objective, the mean label-smoothed cross-entropy; `nll` is
+    the plain cross-entropy `-log p(y)` per token, the same when there is no smoothing,
+    and comparable between runs whatever their smoothing.
+    """
     config = config or TrainingConfig()
 
     @tf.function(input_signature=_BATCH_SIGNATURE)
     def eval_step(inputs, target_out):
-        loss, tokens = sequence_loss(
-            model, inputs, target_out, config.label_smoothing, training=False,
-            logits_on=config.logits_on,
+        logits, labels, weights = target_logits(
+            model, inputs, target_out, training=False, logits_on=config.logits_on
         )
-        return {"loss": loss, "tokens": tokens}
+        tokens = tf.reduce_sum(weights)
+        count = tf.maximum(tokens, 1.0)
+        nll = tf.reduce_sum(weights * smoothed_cross_entropy(logits, labels)) / count
+        if config.label_smoothing:
+            loss = tf.reduce_sum(
+                weights * smoothed_cross_entropy(logits, labels, config.label_smoothing)
+            ) / count
+        else:
+            loss = nll
+        return {"loss": loss, "nll": nll, "tokens": tf.cast(tokens, "int32")}
 
     return eval_step

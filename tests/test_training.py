@@ -91,6 +91,24 @@ def test_loss_counts_non_pad_tokens_and_equals_numpy():
     np.testing.assert_allclose(float(loss), expected, rtol=1e-5)
 
 
+@pytest.mark.parametrize("logits_on", ["tokens", "all"])
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_eval_step_gives_the_objective_and_the_plain_cross_entropy(logits_on, smoothing):
+    model = small_model(score="general")
+    config = TrainingConfig(label_smoothing=smoothing, logits_on=logits_on)
+    result = make_eval_step(model, config)((SOURCE, TARGET_IN), TARGET_OUT)
+    assert int(result["tokens"]) == 11
+    logits = keras.ops.convert_to_numpy(model((SOURCE, TARGET_IN)))
+    mask = TARGET_OUT.numpy() != 0
+    logits, labels = logits[mask], TARGET_OUT.numpy()[mask]
+    expected_loss = numpy_smoothed_cross_entropy(logits, labels, smoothing).mean()
+    expected_nll = numpy_smoothed_cross_entropy(logits, labels, 0.0).mean()
+    np.testing.assert_allclose(float(result["loss"]), expected_loss, rtol=1e-5)
+    np.testing.assert_allclose(float(result["nll"]), expected_nll, rtol=1e-5)
+    if smoothing:
+        assert abs(expected_loss - expected_nll) > 1e-3
+
+
 def test_target_padding_changes_neither_loss_nor_gradients():
     model = small_model(score="additive", decoder="bahdanau")
     loss, tokens, grads = gradients(model)

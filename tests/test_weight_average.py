@@ -64,13 +64,16 @@ def test_the_kept_model_holds_the_average_and_training_keeps_the_raw_weights(tra
 
 
 def test_validation_loss_is_that_of_the_averaged_weights(trained):
+    """`valid_loss` (and `valid_nll`) are the average's, `valid_loss_raw` the raw weights'."""
     config, run, trainer, progress = trained
-    recorded = progress.records[-1]["valid_loss"]
+    record = progress.records[-1]
     raw_loss = trainer.validation_loss()
     with trainer._averaged_weights():
-        average_loss = trainer.validation_loss()
-    np.testing.assert_allclose(average_loss, recorded, rtol=1e-6)
-    assert abs(raw_loss - recorded) > 1e-4
+        average = trainer.validation_losses()
+    np.testing.assert_allclose(average["loss"], record["valid_loss"], rtol=1e-6)
+    np.testing.assert_allclose(average["nll"], record["valid_nll"], rtol=1e-6)
+    np.testing.assert_allclose(raw_loss, record["valid_loss_raw"], rtol=1e-6)
+    assert abs(raw_loss - record["valid_loss"]) > 1e-4
 
 
 def test_resume_restores_the_average_with_the_checkpoint(trained):
@@ -92,6 +95,8 @@ def test_without_averaging_the_kept_model_is_the_raw_one(tmp_path):
     kept = load_model(run.model_dir)
     assert kept.metadata["weights"] == "raw"
     assert json.loads((run.path / "test.json").read_text())["weights"] == "raw"
+    record = json.loads((run.path / "metrics.jsonl").read_text().splitlines()[-1])
+    assert "valid_loss_raw" not in record and "valid_nll" in record
     assert_same_weights(weights_of(kept.model), weights_of(trainer.model), rtol=1e-6)
 
 
