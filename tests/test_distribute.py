@@ -338,3 +338,22 @@ def test_resume_with_one_worker_missing_its_checkpoints_is_one_line(multi_worker
     for code, stdout, stderr in outputs:
         error = one_line_error(subprocess.CompletedProcess([], code, stdout, stderr))
         assert "some workers hold checkpoints of this run and others none" in error
+
+
+@pytest.mark.slow
+def test_a_worker_whose_port_is_taken_stops_with_one_line(tmp_path):
+    """TensorFlow cannot start the worker's server: one line naming TF_CONFIG, nothing run."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        workers = [f"127.0.0.1:{taken.getsockname()[1]}", f"127.0.0.1:{free_ports(1)[0]}"]
+        result = subprocess.run(
+            [sys.executable, "-m", "attncli", "train", str(TINY), "--run-dir", "run",
+             "--set", "training.distribute=multi-worker"],
+            cwd=tmp_path, env=environment(TF_CONFIG=tf_config(workers, index=0)),
+            capture_output=True, text=True, timeout=TIMEOUT,
+        )
+    error = one_line_error(result)
+    assert error.startswith("Error: cannot start the multi-worker strategy (")
+    assert "check TF_CONFIG's addresses and that its ports are free" in error
+    assert not (tmp_path / "run" / "checkpoints" / "checkpoint").exists()
