@@ -150,11 +150,11 @@ def summed_sequence_loss(model, inputs, target_out, label_smoothing=0.0, trainin
     A batch split across replicas is divided by the global number of tokens, so each
     replica needs its sum, not its mean. A batch of no rows gives `(0.0, 0)`.
     """
-    logits, labels, weights = target_logits(
+    logits, labels, mask = target_logits(
         model, inputs, target_out, training, logits_on, stepwise
     )
     losses = smoothed_cross_entropy(logits, labels, label_smoothing)
-    return tf.reduce_sum(weights * losses), tf.reduce_sum(tf.cast(weights, "int32"))
+    return tf.reduce_sum(tf.where(mask, losses, 0.0)), tf.reduce_sum(tf.cast(mask, "int32"))
 
 
 def target_logits(model, inputs, target_out, training=False, logits_on="tokens",
@@ -165,10 +165,10 @@ def target_logits(model, inputs, target_out, training=False, logits_on="tokens",
         model, inputs, target_out, training, logits_on, stepwise: as `sequence_loss`.
 
     Returns:
-        `(logits, labels, weights)`: float `(..., V)`, int `(...)` and float `(...)`,
-        the weights 1 at the non-pad tokens and 0 at padding. With `logits_on="tokens"`
-        the leading shape is `(tokens,)` (padding left out, every weight 1); with
-        `"all"` it is `(batch_size, T)`.
+        `(logits, labels, mask)`: float `(..., V)`, int `(...)` and bool `(...)`, the
+        mask true at the non-pad tokens. With `logits_on="tokens"` the leading shape
+        is `(tokens,)` (padding left out, the mask all true); with `"all"` it is
+        `(batch_size, T)`.
     """
     inputs, target_out = longest_source_first(inputs, target_out)
     features, _ = model.features(inputs, training=training, stepwise=stepwise)
@@ -177,9 +177,8 @@ def target_logits(model, inputs, target_out, training=False, logits_on="tokens",
         # token_features: tokens x units
         token_features = tf.boolean_mask(features, mask)
         labels = tf.boolean_mask(target_out, mask)
-        weights = tf.ones(tf.shape(labels), "float32")
-        return model.decoder.output_layer(token_features), labels, weights
-    return model.decoder.output_layer(features), target_out, tf.cast(mask, "float32")
+        return model.decoder.output_layer(token_features), labels, tf.ones_like(labels, "bool")
+    return model.decoder.output_layer(features), target_out, mask
 
 
 _BATCH_SIGNATURE = (
@@ -312,26 +311,28 @@ def _scaled(gradient, factor):
 def make_eval_step(model, config=None):
     """A compiled step returning `{"loss", "nll", "tokens"}` without updating anything.
 
-    `loss` is the training objective, the mean label-smoothed cross-entropy; `nll` is
-    the plain cross-entropy `-log p(y)` per token, the same when there is no smoothing,
-    and comparable between runs whatever their smoothing.
+    Both are means over the non-pad target tokens: `loss` is the training objective,
+    the label-smoothed cross-entropy (`smoothed_cross_entropy` with the config's `e`);
+    `nll` the plain cross-entropy `-log p(y) = logsumexp(z) - z_y`, equal to `loss`
+    without smoothing, and comparable between runs whatever their smoothing.
     """
     config = config or TrainingConfig()
 
     @tf.function(input_signature=_BATCH_SIGNATURE)
     def eval_step(inputs, target_out):
-        logits, labels, weights = target_logits(
+        logits, labels, mask = target_logits(
             model, inputs, target_out, training=False, logits_on=config.logits_on
         )
-        tokens = tf.reduce_sum(weights)
-        count = tf.maximum(tokens, 1.0)
-        nll = tf.reduce_sum(weights * smoothed_cross_entropy(logits, labels)) / count
+        tokens = tf.reduce_sum(tf.cast(mask, "int32"))
+        count = tf.cast(tf.maximum(tokens, 1), "float32")
+
+        def mean(losses):
+            return tf.reduce_sum(tf.where(mask, losses, 0.0)) / count
+
+        nll = mean(smoothed_cross_entropy(logits, labels))
+        loss = nll
         if config.label_smoothing:
-            loss = tf.reduce_sum(
-                weights * smoothed_cross_entropy(logits, labels, config.label_smoothing)
-            ) / count
-        else:
-            loss = nll
-        return {"loss": loss, "nll": nll, "tokens": tf.cast(tokens, "int32")}
+            loss = mean(smoothed_cross_entropy(logits, labels, config.label_smoothing))
+        return {"loss": loss, "nll": nll, "tokens": tokens}
 
     return eval_step

@@ -86,9 +86,10 @@ def test_resume_restores_the_average_with_the_checkpoint(trained):
 
 
 def test_without_averaging_the_kept_model_is_the_raw_one(tmp_path):
+    """Also without smoothing: then neither `valid_loss_raw` nor `valid_nll` is recorded."""
     from attncli.trainer import Trainer
 
-    config = load_run_config(TINY, ["training.epochs=1"])
+    config = load_run_config(TINY, ["training.epochs=1", "training.label_smoothing=0.0"])
     run = RunDirectory.create(tmp_path / "run")
     trainer = Trainer(config, run, Recorder())
     trainer.fit()
@@ -96,7 +97,7 @@ def test_without_averaging_the_kept_model_is_the_raw_one(tmp_path):
     assert kept.metadata["weights"] == "raw"
     assert json.loads((run.path / "test.json").read_text())["weights"] == "raw"
     record = json.loads((run.path / "metrics.jsonl").read_text().splitlines()[-1])
-    assert "valid_loss_raw" not in record and "valid_nll" in record
+    assert "valid_loss_raw" not in record and "valid_nll" not in record
     assert_same_weights(weights_of(kept.model), weights_of(trainer.model), rtol=1e-6)
 
 
