@@ -185,11 +185,16 @@ def test_mirrored_on_two_cpu_replicas_matches_one_device_step_by_step(curves):
     np.testing.assert_allclose(two["loss"], one["loss"], rtol=RTOL)
 
 
-def attncli(*args, cwd, env=None, timeout=TIMEOUT):
-    result = subprocess.run(
+def run_attncli(*args, cwd, env=None, timeout=TIMEOUT):
+    """`python -m attncli ARGS` in `cwd`, whatever its exit code."""
+    return subprocess.run(
         [sys.executable, "-m", "attncli", *map(str, args)],
         cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env or environment(),
     )
+
+
+def attncli(*args, cwd, env=None, timeout=TIMEOUT):
+    result = run_attncli(*args, cwd=cwd, env=env, timeout=timeout)
     assert result.returncode == 0, f"attncli {args} exited {result.returncode}:\n{result.stderr}"
     return result
 
@@ -347,11 +352,9 @@ def test_a_worker_whose_port_is_taken_stops_with_one_line(tmp_path):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         workers = [f"127.0.0.1:{taken.getsockname()[1]}", f"127.0.0.1:{free_ports(1)[0]}"]
-        result = subprocess.run(
-            [sys.executable, "-m", "attncli", "train", str(TINY), "--run-dir", "run",
-             "--set", "training.distribute=multi-worker"],
+        result = run_attncli(
+            "train", TINY, "--run-dir", "run", "--set", "training.distribute=multi-worker",
             cwd=tmp_path, env=environment(TF_CONFIG=tf_config(workers, index=0)),
-            capture_output=True, text=True, timeout=TIMEOUT,
         )
     error = one_line_error(result)
     assert error.startswith("Error: cannot start the multi-worker strategy (")
