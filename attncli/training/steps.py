@@ -10,7 +10,7 @@ the non-pad positions only.
 import keras
 import tensorflow as tf
 
-from attncli.training_config import TrainingConfig
+from attncli.config.training import TrainingConfig
 
 
 @keras.saving.register_keras_serializable(package="attncli")
