@@ -286,28 +286,10 @@ class MultiHeadAttention(BaseAttention):
         cols = ops.expand_dims(ops.arange(num_keys), 0)
         return ops.expand_dims(ops.greater_equal(rows, cols), 0)
 
-    def attend(
-        self,
-        query,
-        value,
-        key,
-        query_mask=None,
-        value_mask=None,
-        return_attention_scores=False,
-        training=None,
-        use_causal_mask=False,
-    ):
+    def attend(self, query, value, key, **kwargs):
+        """`attend_projected(query, *project_key_value(value, key), **kwargs)`."""
         keys, values = self.project_key_value(value, key)
-        return self.attend_projected(
-            query,
-            keys,
-            values,
-            query_mask=query_mask,
-            value_mask=value_mask,
-            return_attention_scores=return_attention_scores,
-            training=training,
-            use_causal_mask=use_causal_mask,
-        )
+        return self.attend_projected(query, keys, values, **kwargs)
 
     def attend_projected(
         self,
