@@ -188,7 +188,8 @@ class MultiHeadAttention(BaseAttention):
         self.score_layer = self._make_score_layer()
 
     def _make_score_layer(self):
-        # The score layer's dropout stays 0: the weights are dropped once, here.
+        # The score layer keeps dropout 0: this layer drops the attention weights
+        # itself, once, in BaseAttention.attend.
         common = {"name": "score", "dtype": self.dtype_policy}
         if self.score_name in ("scaled_dot", "dot"):
             return DotProductAttention(use_scale=False, **common)
