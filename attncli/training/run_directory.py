@@ -21,7 +21,7 @@ from pathlib import Path
 
 from attncli import __version__
 from attncli.errors import AttncliError
-from attncli.files import write_text_atomically
+from attncli.files import write_json_atomically
 
 RUN_FORMAT = 1
 MARKER = "run.json"
@@ -148,8 +148,3 @@ class RunDirectory:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
         with open(self.log_path, "a", encoding="utf-8") as stream:
             stream.write(f"{stamp} {message}\n")
-
-
-def write_json_atomically(path, value):
-    """Write JSON to `path` so that a reader sees the old file or the new, never half."""
-    write_text_atomically(path, json.dumps(value, indent=2, sort_keys=True) + "\n")
