@@ -17,7 +17,7 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from attncli.data.corpora import read_parallel, read_tsv  # noqa: E402
+from attncli.data.readers import read_parallel, read_tsv  # noqa: E402
 from attncli.data.pipeline import PipelineStats, make_dataset  # noqa: E402
 from attncli.data.tokenization import TUTORIAL_NORMALIZATION, Tokenizer  # noqa: E402
 

@@ -28,7 +28,8 @@ import keras  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from attncli.data.corpora import read_tsv, split_corpus  # noqa: E402
+from attncli.data.corpora import split_corpus  # noqa: E402
+from attncli.data.readers import read_tsv  # noqa: E402
 from attncli.model.encoder_decoder import Seq2Seq  # noqa: E402
 from attncli.config.model import ModelConfig  # noqa: E402
 from attncli.data.pipeline import make_dataset  # noqa: E402
