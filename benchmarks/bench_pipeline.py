@@ -3,7 +3,7 @@
 For each corpus and batching setting, prints one row: the first epoch (with building the
 dataset, which tokenizes, filters and keeps the ids in memory), then the mean of later
 epochs, in sentences/s and target tokens/s (non-pad `target_out` ids, end id included, as
-BENCHMARKS.md counts them), and the padding fraction of source and target. The default
+docs/references.md counts them), and the padding fraction of source and target. The default
 model trains at about 3,000-8,000 target tokens/s here, so the pipeline must deliver well
 over 80,000 after the first epoch.
 

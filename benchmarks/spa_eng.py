@@ -1,6 +1,6 @@
 """Spanish→English (Tatoeba): attncli against the TensorFlow tutorial's model, same wall time.
 
-The setting of BENCHMARKS.md: `spa-eng/spa.txt` permuted by `numpy.random.default_rng(0)`,
+The setting of docs/references.md: `spa-eng/spa.txt` permuted by `numpy.random.default_rng(0)`,
 the last 2,000 pairs for validation, and here the 2,000 before them held out for the
 comparison (attncli chooses its kept model on validation; the held-out pairs choose
 nothing, so neither model has seen them in any way); the tutorial's normalisation (NFKD,

@@ -38,7 +38,7 @@ def split_corpus(corpus: Corpus, valid=0.1, test=0, seed: int = 0, by: str = "pa
     With `by="pairs"` the order is `numpy.random.default_rng(seed).permutation(len(corpus))`:
     the last `valid` indices are validation, the `test` ones before them test, the rest
     training (with `valid=2000, seed=0` this is the split of the Tatoeba peers in
-    BENCHMARKS.md). With `by="sources"` the permutation runs over the distinct sources
+    docs/references.md). With `by="sources"` the permutation runs over the distinct sources
     (in order of first appearance) and every pair of a source goes where its source
     goes, so a CMUdict word with several pronunciations is never on both sides of the
     split; sizes then count sources.

@@ -33,7 +33,7 @@ class PipelineStats:
     Attributes (Python numbers):
         batches, sentences: counts delivered.
         source_tokens, target_tokens: non-pad ids delivered (target: `target_out`, so the
-            end id is counted, as in BENCHMARKS.md's tokens/s).
+            end id is counted, as in the tokens/s of docs/references.md).
         source_padding_fraction, target_padding_fraction, padding_fraction: share of the
             padded slots (batch x length) that hold padding, per side and over both.
         too_long: pairs dropped for exceeding `max_length`; counted while the first pass
