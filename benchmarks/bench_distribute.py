@@ -9,14 +9,13 @@ noise falls on both alike. Prints a table of target tokens/s (non-pad target tok
 of sentence included) and the ratio to one device; the fastest turn of each counts.
 The timed loop is the trainer's: the distributed dataset, the step, reading its loss.
 
-    PYTHONPATH=. python benchmarks/bench_distribute.py [--replicas 2] [--steps 20]
+    python -m benchmarks.bench_distribute [--replicas 2] [--steps 20]
 
 On a machine with GPUs, `distribute: mirrored` uses them instead of logical CPUs.
 """
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -24,8 +23,6 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from attncli.training.distribution import make_strategy  # noqa: E402
 from attncli.config.run import load_run_config  # noqa: E402

@@ -7,7 +7,7 @@ docs/references.md counts them), and the padding fraction of source and target. 
 model trains at about 3,000-8,000 target tokens/s here, so the pipeline must deliver well
 over 80,000 after the first epoch.
 
-    python benchmarks/bench_pipeline.py [--data ../shared/data] [--epochs 3]
+    python -m benchmarks.bench_pipeline [--data ../shared/data] [--epochs 3]
 """
 
 import argparse

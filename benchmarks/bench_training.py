@@ -9,7 +9,7 @@ counts), so machine noise falls on every model alike. Prints a table: target tok
 of the ceiling that this machine's measured matmul rate and the useful FLOPs per target
 token allow, and the peak resident memory of a child process training each model alone.
 
-    ATTNCLI_SHARED_DATA=../shared/data python benchmarks/bench_training.py
+    ATTNCLI_SHARED_DATA=../shared/data python -m benchmarks.bench_training
 """
 
 import argparse
@@ -25,8 +25,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import keras  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from attncli.data.corpora import split_corpus  # noqa: E402
 from attncli.data.readers import read_tsv  # noqa: E402
@@ -131,8 +129,14 @@ def peak_memory(name, batches_file):
     peak RSS of its own address space; `ru_maxrss` would include the parent's RSS
     inherited through fork).
     """
-    command = [sys.executable, __file__, "--memory-of", name, "--batches-file", batches_file]
-    output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    command = [
+        sys.executable, "-m", "benchmarks.bench_training", "--memory-of", name,
+        "--batches-file", batches_file,
+    ]
+    output = subprocess.run(
+        command, check=True, capture_output=True, text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    ).stdout
     return int(output.split()[-1])
 
 
