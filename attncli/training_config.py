@@ -11,11 +11,13 @@ class TrainingConfig:
     Args:
         learning_rate: float, the constant rate, or the peak rate of a schedule.
             Defaults to 1e-3.
-        schedule: `"constant"`; `"inverse_sqrt"`: linear warmup to `learning_rate`
-            over `warmup_steps`, then `learning_rate * sqrt(warmup_steps / step)`;
-            or `"exponential_decay"`: linear warmup, then
+        schedule: `"constant"`; `"inverse_sqrt"`: linear warmup, the rate
+            `learning_rate * (step + 1) / warmup_steps` while `step < warmup_steps`,
+            then `learning_rate * sqrt(warmup_steps / (step + 1))`; or
+            `"exponential_decay"`: the same warmup, then
             `learning_rate * decay_rate ** ((step - warmup_steps) / decay_steps)`.
-            Defaults to `"constant"`.
+            `step` counts the updates already applied (the optimizer's
+            `iterations`): 0 for the first update. Defaults to `"constant"`.
         warmup_steps: int >= 0 (>= 1 for `"inverse_sqrt"`). Defaults to 0.
         decay_steps: int >= 1. Defaults to 10000.
         decay_rate: float in (0, 1]. Defaults to 0.5.

@@ -172,6 +172,15 @@ def test_schedules_follow_their_formulas():
     np.testing.assert_allclose(float(optimizer.learning_rate), 1e-3 / 4, rtol=1e-6)
 
 
+def test_the_config_states_the_schedules_formulas():
+    # The formulas test_schedules_follow_their_formulas checks the code against.
+    documented = " ".join(TrainingConfig.__doc__.split())
+    for formula in ("learning_rate * (step + 1) / warmup_steps",
+                    "learning_rate * sqrt(warmup_steps / (step + 1))",
+                    "learning_rate * decay_rate ** ((step - warmup_steps) / decay_steps)"):
+        assert formula in documented
+
+
 def test_weight_average_follows_its_formula():
     """avg_1 = w_1; avg_t = d * avg_{t-1} + (1 - d) * w_t, w_t the weights after step t."""
     decay = 0.8
