@@ -103,12 +103,6 @@ def attention_scores(score, query, keys, weights):
     raise ValueError(f"no reference for score={score!r}")
 
 
-def attend(score, query, values, source_mask, weights):
-    """`(context (B, d_v), weights (B, S))`: softmax over the real source positions."""
-    alpha = reference_softmax(attention_scores(score, query, values, weights), source_mask)
-    return np.einsum("bs,bsd->bd", alpha, values), alpha
-
-
 def bridged_state(config, final_state, weights):
     """`s_0`: `tanh(W_b h_final + b_b)` per state tensor (dense), zeros, or a copy."""
     if config.bridge == "zeros":
@@ -122,7 +116,7 @@ def bridged_state(config, final_state, weights):
 
 
 def reference_decode(model, source_ids, target_in_ids, annotations, final_state):
-    """Teacher-forced logits `(B, T, V)` and attention weights `(B, T, S)`.
+    """The teacher-forced decoder, step by step.
 
     Args:
         model: a `Seq2Seq`; its config and weights are read, nothing is run.
@@ -130,6 +124,12 @@ def reference_decode(model, source_ids, target_in_ids, annotations, final_state)
         target_in_ids: int `(B, T)`, `[bos] + target`.
         annotations: the encoder's outputs `h_1 .. h_S`, `(B, S, d)`.
         final_state: the encoder's final state, a tuple of `(B, units)`.
+
+    Returns:
+        dict of float64 arrays, one entry per step along axis 1: `queries`
+        `(B, T, units)` (`s_{i-1}` or `h_t`), `scores` `(B, T, S)` (before the softmax,
+        padding included), `weights` `(B, T, S)`, `contexts` `(B, T, d)` and `logits`
+        `(B, T, V)`.
     """
     config = model.config
     weights = model_weights(model)
@@ -139,6 +139,12 @@ def reference_decode(model, source_ids, target_in_ids, annotations, final_state)
     cell = f"decoder/{config.cell}_cell"
     embeddings = weights["decoder/embedding/embeddings"]
     epsilon = model.decoder.output_norm.epsilon
+
+    def attend(query):
+        scores = attention_scores(config.score, query, values, weights)
+        alpha = reference_softmax(scores, source_mask)
+        return {"queries": query, "scores": scores, "weights": alpha,
+                "contexts": np.einsum("bs,bsd->bd", alpha, values)}
 
     def readout(feature):
         normed = layer_norm(
@@ -153,21 +159,24 @@ def reference_decode(model, source_ids, target_in_ids, annotations, final_state)
         config, tuple(np.asarray(s, dtype="float64") for s in final_state), weights
     )
     attentional = np.zeros((values.shape[0], config.units))
-    all_logits, all_weights = [], []
+    steps = []
     for t in range(target_in_ids.shape[1]):
         y = embeddings[np.asarray(target_in_ids)[:, t]]
         if config.decoder == "bahdanau":
-            context, alpha = attend(config.score, state[0], values, source_mask, weights)
-            state = cell_step(np.concatenate([y, context], axis=-1), state, weights, cell)
+            step = attend(state[0])
+            state = cell_step(
+                np.concatenate([y, step["contexts"]], axis=-1), state, weights, cell
+            )
             feature = state[0]
         else:
             x = np.concatenate([y, attentional], axis=-1) if config.input_feeding else y
             state = cell_step(x, state, weights, cell)
-            context, alpha = attend(config.score, state[0], values, source_mask, weights)
+            step = attend(state[0])
             attentional = np.tanh(
-                np.concatenate([context, state[0]], axis=-1) @ weights["decoder/W_c/kernel"]
+                np.concatenate([step["contexts"], state[0]], axis=-1)
+                @ weights["decoder/W_c/kernel"]
             )
             feature = attentional
-        all_logits.append(readout(feature))
-        all_weights.append(alpha)
-    return np.stack(all_logits, axis=1), np.stack(all_weights, axis=1)
+        step["logits"] = readout(feature)
+        steps.append(step)
+    return {name: np.stack([step[name] for step in steps], axis=1) for name in steps[0]}

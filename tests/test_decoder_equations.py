@@ -84,14 +84,14 @@ def model_paths(model):
 def test_decoder_follows_its_papers_equations(options):
     model = randomised_model(options)
     annotations, final_state, _ = model.encoder(SOURCE)
-    expected_logits, expected_weights = reference_decode(
+    expected = reference_decode(
         model, SOURCE, TARGET_IN, as_numpy(annotations), [as_numpy(s) for s in final_state]
     )
     for path, (logits, weights) in model_paths(model).items():
         np.testing.assert_allclose(
-            weights[REAL], expected_weights[REAL], rtol=1e-4, atol=1e-6, err_msg=path
+            weights[REAL], expected["weights"][REAL], rtol=1e-4, atol=1e-6, err_msg=path
         )
         np.testing.assert_allclose(
-            logits[REAL], expected_logits[REAL], rtol=1e-4, atol=1e-5, err_msg=path
+            logits[REAL], expected["logits"][REAL], rtol=1e-4, atol=1e-5, err_msg=path
         )
 
