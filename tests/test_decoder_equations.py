@@ -11,14 +11,10 @@ import keras
 import numpy as np
 import pytest
 from numpy_decoders import reference_decode
+from test_model import REAL, SOURCE, TARGET_IN, as_numpy, step_by_step, teacher_forced
 
 from attncli.model import Seq2Seq
 from attncli.model_config import ModelConfig
-
-SOURCE = np.array([[5, 6, 7, 8, 9], [10, 11, 12, 0, 0], [13, 0, 0, 0, 0]], dtype="int32")
-TARGET_IN = np.array([[2, 5, 6, 7], [2, 8, 9, 0], [2, 10, 11, 12]], dtype="int32")
-# Teacher-forced outputs are defined at the real target positions only.
-REAL = TARGET_IN != 0
 
 DECODERS = {
     "bahdanau": dict(decoder="bahdanau"),
@@ -59,24 +55,13 @@ def randomised_model(options, seed=7):
     return model
 
 
-def as_numpy(tensor):
-    return keras.ops.convert_to_numpy(tensor)
-
-
 def model_paths(model):
     """`{path: (logits, weights)}` of every way the model decodes a teacher-forced batch."""
-    logits, weights = model((SOURCE, TARGET_IN), return_attention_scores=True)
     features, stepwise_weights = model.features((SOURCE, TARGET_IN), stepwise=True)
-    memory, state = model.encode(SOURCE)
-    step_logits, step_weights = [], []
-    for t in range(TARGET_IN.shape[1]):
-        logits_t, state, weights_t = model.decode_step(TARGET_IN[:, t], state, memory)
-        step_logits.append(as_numpy(logits_t))
-        step_weights.append(as_numpy(weights_t))
     return {
-        "call": (as_numpy(logits), as_numpy(weights)),
+        "call": teacher_forced(model),
         "stepwise": (as_numpy(model.decoder.output_layer(features)), as_numpy(stepwise_weights)),
-        "decode_step": (np.stack(step_logits, axis=1), np.stack(step_weights, axis=1)),
+        "decode_step": step_by_step(model),
     }
 
 
