@@ -1,6 +1,6 @@
 """`python -m attncli` and the `attncli` console script."""
 
-from attncli.cli import app
+from attncli.cli.app import app
 
 
 def main():

@@ -38,11 +38,11 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from attncli.decoding import compile_search  # noqa: E402
-from attncli.model import Seq2Seq  # noqa: E402
-from attncli.model_config import ModelConfig  # noqa: E402
-from attncli.tokenization import TUTORIAL_NORMALIZATION, Tokenizer  # noqa: E402
-from attncli.vocabulary import END, PAD, START  # noqa: E402
+from attncli.search.decoding import compile_search  # noqa: E402
+from attncli.model.encoder_decoder import Seq2Seq  # noqa: E402
+from attncli.config.model import ModelConfig  # noqa: E402
+from attncli.data.tokenization import TUTORIAL_NORMALIZATION, Tokenizer  # noqa: E402
+from attncli.data.vocabulary import END, PAD, START  # noqa: E402
 from benchmarks.tutorial_model import MAX_LENGTH, UNITS, TutorialTranslator, tutorial_greedy  # noqa: E402
 
 VOCABULARY_SIZE = 5000

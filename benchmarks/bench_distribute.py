@@ -27,9 +27,9 @@ import tensorflow as tf  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from attncli.distribution import make_strategy  # noqa: E402
-from attncli.run_config import load_run_config  # noqa: E402
-from attncli.run_directory import RunDirectory  # noqa: E402
+from attncli.training.distribution import make_strategy  # noqa: E402
+from attncli.config.run import load_run_config  # noqa: E402
+from attncli.training.run_directory import RunDirectory  # noqa: E402
 
 
 class Quiet:
@@ -82,7 +82,7 @@ def main():
             overrides.append(f"training.cpu_replicas={args.replicas}")
         configs[name] = config = load_run_config(None, overrides)
         strategies[name] = make_strategy(name, config.training.cpu_replicas)
-    from attncli.trainer import Trainer
+    from attncli.training.trainer import Trainer
 
     trainers = {}
     with tempfile.TemporaryDirectory() as directory:

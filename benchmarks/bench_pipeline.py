@@ -17,9 +17,9 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from attncli.corpora import read_parallel, read_tsv  # noqa: E402
-from attncli.pipeline import PipelineStats, make_dataset  # noqa: E402
-from attncli.tokenization import TUTORIAL_NORMALIZATION, Tokenizer  # noqa: E402
+from attncli.data.corpora import read_parallel, read_tsv  # noqa: E402
+from attncli.data.pipeline import PipelineStats, make_dataset  # noqa: E402
+from attncli.data.tokenization import TUTORIAL_NORMALIZATION, Tokenizer  # noqa: E402
 
 SETTINGS = {
     "64 sentences, no bucketing": dict(batch_size=64, bucketing=False),

@@ -2,7 +2,7 @@
 
 One process, the same spa-eng batches for every model (the tutorial's normalisation,
 word level, vocabularies of 5,000, batch 64, split as in BENCHMARKS.md, from
-`attncli.pipeline`), each model trained for `--warmup` steps, then the `--steps` timed
+`attncli.data.pipeline`), each model trained for `--warmup` steps, then the `--steps` timed
 batches in turns, each model running each batch `--repeats` times (the fastest run
 counts), so machine noise falls on every model alike. Prints a table: target tokens/s
 (non-pad target tokens, end of sentence included), the ratio to the baseline, the share
@@ -28,13 +28,13 @@ import keras  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from attncli.corpora import read_tsv, split_corpus  # noqa: E402
-from attncli.model import Seq2Seq  # noqa: E402
-from attncli.model_config import ModelConfig  # noqa: E402
-from attncli.pipeline import make_dataset  # noqa: E402
-from attncli.tokenization import TUTORIAL_NORMALIZATION, Tokenizer  # noqa: E402
-from attncli.training import make_optimizer, make_train_step  # noqa: E402
-from attncli.training_config import TrainingConfig  # noqa: E402
+from attncli.data.corpora import read_tsv, split_corpus  # noqa: E402
+from attncli.model.encoder_decoder import Seq2Seq  # noqa: E402
+from attncli.config.model import ModelConfig  # noqa: E402
+from attncli.data.pipeline import make_dataset  # noqa: E402
+from attncli.data.tokenization import TUTORIAL_NORMALIZATION, Tokenizer  # noqa: E402
+from attncli.training.steps import make_optimizer, make_train_step  # noqa: E402
+from attncli.config.training import TrainingConfig  # noqa: E402
 from benchmarks.tutorial_model import TutorialTranslator, tutorial_train_step  # noqa: E402
 
 # ---------------------------------------------------------------- data

@@ -36,12 +36,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from attncli.evaluation import evaluate_corpus, score_outputs  # noqa: E402
-from attncli.pipeline import epoch_batches  # noqa: E402
-from attncli.saving import load_model  # noqa: E402
-from attncli.search_config import SearchConfig  # noqa: E402
-from attncli.train_command import resolve_run  # noqa: E402
-from attncli.trainer import Trainer  # noqa: E402
+from attncli.search.evaluation import evaluate_corpus, score_outputs  # noqa: E402
+from attncli.data.pipeline import epoch_batches  # noqa: E402
+from attncli.model.saving import load_model  # noqa: E402
+from attncli.config.search import SearchConfig  # noqa: E402
+from attncli.cli.train_command import resolve_run  # noqa: E402
+from attncli.training.trainer import Trainer  # noqa: E402
 from benchmarks.tutorial_model import (  # noqa: E402
     MAX_LENGTH,
     TutorialTranslator,

@@ -10,7 +10,7 @@ tutorial's loop (one model call per target token).
 import keras
 import tensorflow as tf
 
-from attncli.vocabulary import END, PAD, START
+from attncli.data.vocabulary import END, PAD, START
 
 UNITS = 256
 MAX_LENGTH = 50

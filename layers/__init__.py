@@ -9,6 +9,7 @@ from layers.base_attention import BaseAttention
 from layers.dot_product_attention import DotProductAttention
 from layers.luong_attention import LuongAttention
 from layers.masking import masked_softmax, sequence_mask
+from layers.multi_head_attention import MultiHeadAttention
 from layers.positional_embedding import PositionalEmbedding
 from layers.scaled_dot_self_attention import ScaledDotSelfAttention
 
@@ -18,6 +19,7 @@ __all__ = [
     "BaseAttention",
     "DotProductAttention",
     "masked_softmax",
+    "MultiHeadAttention",
     "PositionalEmbedding",
     "ScaledDotSelfAttention",
     "sequence_mask",

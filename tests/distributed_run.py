@@ -23,10 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import tensorflow as tf  # noqa: E402
 
-from attncli.distribution import make_strategy  # noqa: E402
-from attncli.pipeline import epoch_batches  # noqa: E402
-from attncli.run_config import load_run_config  # noqa: E402
-from attncli.run_directory import RunDirectory  # noqa: E402
+from attncli.training.distribution import make_strategy  # noqa: E402
+from attncli.data.pipeline import epoch_batches  # noqa: E402
+from attncli.config.run import load_run_config  # noqa: E402
+from attncli.training.run_directory import RunDirectory  # noqa: E402
 from recorder import Recorder  # noqa: E402
 
 
@@ -43,7 +43,7 @@ def main():
         tf.config.set_logical_device_configuration(
             cpu, [tf.config.LogicalDeviceConfiguration()] * args.cpu_devices
         )
-    from attncli.trainer import Trainer
+    from attncli.training.trainer import Trainer
 
     output = {}
     for name in args.runs.split(","):

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 
-from attncli.model import Seq2Seq
-from attncli.model_config import ModelConfig
-from attncli.tokenization import TUTORIAL_NORMALIZATION, Tokenizer
+from attncli.model.encoder_decoder import Seq2Seq
+from attncli.config.model import ModelConfig
+from attncli.data.tokenization import TUTORIAL_NORMALIZATION, Tokenizer
 
 REPO = Path(__file__).resolve().parents[1]
 SENTENCES = ["¡Salga de aquí!", "¿Dónde está el baño?", "Tom no vino.", "Hace frío hoy."]

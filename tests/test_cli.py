@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from attncli.cli import app
+from attncli.cli.app import app
 from attncli.errors import AttncliError
 
 runner = CliRunner()
@@ -224,9 +224,9 @@ def test_keys_alone_are_also_the_values():
 
 
 def test_valid_length_masks_the_keys_after_it():
-    from attncli import render
-    from attncli.demo_inputs import resolve_inputs
-    from attncli.score_demo import walk_score
+    from attncli.cli import render
+    from attncli.cli.demo_inputs import resolve_inputs
+    from attncli.cli.score_demo import walk_score
 
     document = demo_json("--valid-length", "1")
     weights = np.array(document["steps"]["weights"])[0]

@@ -4,7 +4,7 @@ from typing import Literal
 import pytest
 import yaml
 
-from attncli.config import (
+from attncli.config.schema import (
     ConfigError,
     apply_overrides,
     from_mapping,

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from attncli.data_config import data_paths
-from attncli.run_config import default_config_path, load_run_config
+from attncli.config.data import data_paths
+from attncli.config.run import default_config_path, load_run_config
 
 CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
 

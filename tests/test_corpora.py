@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from shared_data import shared_data
 
-from attncli.corpora import (
+from attncli.data.corpora import (
     EMPTY_SIDE,
     UNDECODABLE,
     UNPAIRED,
@@ -94,7 +94,7 @@ def test_bundled_corpus_is_the_shared_tatoeba_file():
 
 
 def test_corpora_module_does_not_import_tensorflow():
-    code = "import sys, attncli.corpora; print('tensorflow' in sys.modules)"
+    code = "import sys, attncli.data.corpora; print('tensorflow' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout.strip() == "False"
 

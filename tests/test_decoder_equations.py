@@ -13,8 +13,8 @@ import pytest
 from numpy_decoders import reference_decode
 from test_model import REAL, SOURCE, TARGET_IN, as_numpy, step_by_step, teacher_forced
 
-from attncli.model import Seq2Seq
-from attncli.model_config import ModelConfig
+from attncli.config.model import ModelConfig
+from attncli.model.encoder_decoder import Seq2Seq
 
 DECODERS = {
     "bahdanau": dict(decoder="bahdanau"),

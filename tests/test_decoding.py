@@ -1,7 +1,7 @@
 """Greedy and beam search against a decoder whose every sequence probability is known.
 
 `HistoryDecoder` is a deterministic test double with the `encode` / `decode_step`
-interface of `attncli.model.Seq2Seq`: its next-token logits depend on the sentence, the
+interface of `attncli.model.encoder_decoder.Seq2Seq`: its next-token logits depend on the sentence, the
 previous token and a code of the whole history (carried in its state, so a beam search
 that reorders state wrongly gets different probabilities). `numpy_log_prob` recomputes
 any sequence's probability in NumPy, so the best hypotheses can be enumerated by brute
@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from attncli import decoding
-from attncli.vocabulary import END, PAD, START
+from attncli.search import decoding
+from attncli.data.vocabulary import END, PAD, START
 
 VOCAB_SIZE = 6  # pad 0, unk 1, bos 2, eos 3, and the words 4 and 5
 EMITTED = (1, 3, 4, 5)  # every token but padding and start-of-sentence

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from attncli import decoding
-from attncli.model import Seq2Seq
-from attncli.model_config import ModelConfig
-from attncli.vocabulary import PAD, START
+from attncli.search import decoding
+from attncli.model.encoder_decoder import Seq2Seq
+from attncli.config.model import ModelConfig
+from attncli.data.vocabulary import PAD, START
 
 CONFIGS = {
     "luong-input-feeding": dict(decoder="luong", score="dot", input_feeding=True),

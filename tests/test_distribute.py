@@ -28,12 +28,12 @@ import pytest
 from cli_errors import one_line_error
 from typer.testing import CliRunner
 
-from attncli.cli import app
-from attncli.config import ConfigError
-from attncli.distribution import cluster_role, make_strategy
+from attncli.cli.app import app
+from attncli.config.schema import ConfigError
+from attncli.training.distribution import cluster_role, make_strategy
 from attncli.errors import AttncliError
-from attncli.run_config import load_run_config
-from attncli.train_command import resolve_run
+from attncli.config.run import load_run_config
+from attncli.cli.train_command import resolve_run
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "configs" / "tiny-test.yaml"

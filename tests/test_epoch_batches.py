@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from attncli.corpora import read_bundled
-from attncli.pipeline import PipelineStats, encode_pairs, epoch_batches
-from attncli.tokenization import Tokenizer
+from attncli.data.corpora import read_bundled
+from attncli.data.pipeline import PipelineStats, encode_pairs, epoch_batches
+from attncli.data.tokenization import Tokenizer
 
 
 @pytest.fixture(scope="module")

@@ -3,8 +3,8 @@
 import pytest
 import sacrebleu
 
-from attncli.corpora import Corpus
-from attncli.evaluation import evaluate_corpus, score_outputs
+from attncli.data.corpora import Corpus
+from attncli.search.evaluation import evaluate_corpus, score_outputs
 
 
 class EchoTranslator:

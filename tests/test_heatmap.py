@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from attncli.heatmap import heatmap_table, save_heatmap_png
+from attncli.cli.heatmap import heatmap_table, save_heatmap_png
 
 SOURCE = ["tengo", "un", "gato", "."]
 OUTPUT = ["i", "have", "a", "cat", "."]

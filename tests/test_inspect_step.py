@@ -16,7 +16,7 @@ import pytest
 from numpy_decoders import reference_decode
 from typer.testing import CliRunner
 
-from attncli.cli import app
+from attncli.cli.app import app
 
 TINY = Path(__file__).resolve().parents[1] / "configs" / "tiny-test.yaml"
 TEXT = "Tengo un gato."
@@ -79,9 +79,9 @@ def assert_short_vector(printed, vector):
 
 
 def test_step_table_prints_the_models_attention_at_that_step(run):
-    from attncli.saving import load_model
-    from attncli.search_config import SearchConfig
-    from attncli.vocabulary import START
+    from attncli.config.search import SearchConfig
+    from attncli.data.vocabulary import START
+    from attncli.model.saving import load_model
 
     # The hypothesis the command walks along: the run's own search, greedy.
     loaded = load_model(run / "model")

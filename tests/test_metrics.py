@@ -1,6 +1,6 @@
 import pytest
 
-from attncli.metrics import edit_distance, pronunciation_scores, translation_scores
+from attncli.search.metrics import edit_distance, pronunciation_scores, translation_scores
 
 
 @pytest.mark.parametrize(

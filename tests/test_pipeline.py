@@ -5,11 +5,11 @@ import pytest
 import tensorflow as tf
 from shared_data import shared_data
 
-from attncli.corpora import Corpus, read_bundled, read_parallel, read_tsv
+from attncli.data.corpora import Corpus, read_bundled, read_parallel, read_tsv
 from attncli.errors import AttncliError
-from attncli.pipeline import PipelineStats, length_bands, make_dataset
-from attncli.tokenization import Tokenizer
-from attncli.vocabulary import END, START
+from attncli.data.pipeline import PipelineStats, length_bands, make_dataset
+from attncli.data.tokenization import Tokenizer
+from attncli.data.vocabulary import END, START
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from attncli.errors import AttncliError
-from attncli.run_directory import RUN_FORMAT, RunDirectory
+from attncli.training.run_directory import RUN_FORMAT, RunDirectory
 
 
 def test_create_then_open(tmp_path):

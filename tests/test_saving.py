@@ -11,9 +11,9 @@ import pytest
 
 from spa_eng_parts import REPO, SENTENCES, model_and_tokenizers
 
-from attncli import saving
-from attncli.search_config import SearchConfig
-from attncli.translation import Translator
+from attncli.model import saving
+from attncli.config.search import SearchConfig
+from attncli.search.translation import Translator
 
 BEAM = SearchConfig(beam_size=3, n_best=3, max_length_ratio=1.0, max_length_offset=4)
 GREEDY = SearchConfig(beam_size=1, max_length_ratio=1.0, max_length_offset=4)
@@ -37,8 +37,8 @@ def summary(translations):
 
 LOAD_AND_TRANSLATE = """
 import json, sys
-from attncli import saving
-from attncli.search_config import SearchConfig
+from attncli.model import saving
+from attncli.config.search import SearchConfig
 loaded = saving.load_model(sys.argv[1])
 results = {}
 for name, settings in json.loads(sys.argv[2]).items():

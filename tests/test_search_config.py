@@ -2,8 +2,8 @@
 
 import pytest
 
-from attncli.config import ConfigError, from_mapping
-from attncli.search_config import SearchConfig
+from attncli.config.schema import ConfigError, from_mapping
+from attncli.config.search import SearchConfig
 
 
 @pytest.mark.parametrize(

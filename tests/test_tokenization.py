@@ -7,10 +7,10 @@ import pytest
 import tensorflow as tf
 from shared_data import shared_data
 
-from attncli.corpora import read_parallel, read_pronunciations, read_tsv
+from attncli.data.corpora import read_parallel, read_pronunciations, read_tsv
 from attncli.errors import AttncliError
-from attncli.tokenization import SPACE_TOKEN, TUTORIAL_NORMALIZATION, Tokenizer
-from attncli.vocabulary import END, PAD, START, UNK
+from attncli.data.tokenization import SPACE_TOKEN, TUTORIAL_NORMALIZATION, Tokenizer
+from attncli.data.vocabulary import END, PAD, START, UNK
 
 
 def strings(tensor):

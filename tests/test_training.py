@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from attncli.corpora import read_tsv
-from attncli.decoding import compile_search
-from attncli.model import Seq2Seq
-from attncli.model_config import ModelConfig
-from attncli.pipeline import make_dataset
-from attncli.tokenization import TUTORIAL_NORMALIZATION, Tokenizer
-from attncli.training import (
+from attncli.data.corpora import read_tsv
+from attncli.search.decoding import compile_search
+from attncli.model.encoder_decoder import Seq2Seq
+from attncli.config.model import ModelConfig
+from attncli.data.pipeline import make_dataset
+from attncli.data.tokenization import TUTORIAL_NORMALIZATION, Tokenizer
+from attncli.training.steps import (
     WarmupSchedule,
     make_eval_step,
     make_optimizer,
@@ -23,8 +23,8 @@ from attncli.training import (
     sequence_loss,
     smoothed_cross_entropy,
 )
-from attncli.training_config import TrainingConfig
-from attncli.vocabulary import PAD, START
+from attncli.config.training import TrainingConfig
+from attncli.data.vocabulary import PAD, START
 
 SOURCE = tf.constant([[5, 6, 7, 8, 9], [10, 11, 12, 0, 0], [13, 0, 0, 0, 0]])
 TARGET_IN = tf.constant([[2, 5, 6, 7], [2, 8, 9, 0], [2, 10, 11, 12]])

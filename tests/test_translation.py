@@ -5,9 +5,9 @@ import pytest
 import tensorflow as tf
 from spa_eng_parts import SENTENCES, model_and_tokenizers
 
-from attncli.search_config import SearchConfig
-from attncli.translation import Translator
-from attncli.vocabulary import END_TOKEN
+from attncli.config.search import SearchConfig
+from attncli.search.translation import Translator
+from attncli.data.vocabulary import END_TOKEN
 
 SEARCH = SearchConfig(beam_size=3, n_best=3, max_length_ratio=1.0, max_length_offset=4)
 

@@ -4,10 +4,10 @@ import pytest
 import tensorflow as tf
 from shared_data import shared_data
 
-from attncli.corpora import read_tsv
+from attncli.data.corpora import read_tsv
 from attncli.errors import AttncliError
-from attncli.tokenization import Tokenizer
-from attncli.vocabulary import END, PAD, RESERVED_TOKENS, START, UNK, Vocabulary
+from attncli.data.tokenization import Tokenizer
+from attncli.data.vocabulary import END, PAD, RESERVED_TOKENS, START, UNK, Vocabulary
 
 
 def test_reserved_ids():

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from recorder import Recorder
 
-from attncli.run_config import load_run_config
-from attncli.run_directory import RunDirectory
-from attncli.saving import load_model
+from attncli.config.run import load_run_config
+from attncli.training.run_directory import RunDirectory
+from attncli.model.saving import load_model
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "configs" / "tiny-test.yaml"
@@ -41,7 +41,7 @@ def averaged_weights(trainer):
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    from attncli.trainer import Trainer
+    from attncli.training.trainer import Trainer
 
     config = load_run_config(TINY, OVERRIDES)
     run = RunDirectory.create(tmp_path_factory.mktemp("average") / "run")
@@ -77,7 +77,7 @@ def test_validation_loss_is_that_of_the_averaged_weights(trained):
 
 
 def test_resume_restores_the_average_with_the_checkpoint(trained):
-    from attncli.trainer import Trainer
+    from attncli.training.trainer import Trainer
 
     config, run, trainer, _ = trained
     resumed = Trainer(config, RunDirectory.open(run.path), Recorder(), resume=True)
@@ -87,7 +87,7 @@ def test_resume_restores_the_average_with_the_checkpoint(trained):
 
 def test_without_averaging_the_kept_model_is_the_raw_one(tmp_path):
     """Also without smoothing: then neither `valid_loss_raw` nor `valid_nll` is recorded."""
-    from attncli.trainer import Trainer
+    from attncli.training.trainer import Trainer
 
     config = load_run_config(TINY, ["training.epochs=1", "training.label_smoothing=0.0"])
     run = RunDirectory.create(tmp_path / "run")
@@ -103,7 +103,7 @@ def test_without_averaging_the_kept_model_is_the_raw_one(tmp_path):
 
 def test_training_after_averaged_evaluations_is_training_without_them(tmp_path):
     """Two epochs with and without an average: the same steps, the same raw weights."""
-    from attncli.trainer import Trainer
+    from attncli.training.trainer import Trainer
 
     runs = {}
     for name, overrides in (("raw", []), ("average", ["training.average_decay=0.5"])):

@@ -71,8 +71,8 @@ def test_train_scores_the_best_model_on_the_test_split(trained):
 
 
 def test_pronunciation_test_split_is_scored_against_every_reference(tmp_path):
-    from attncli.corpora import read_pronunciations
-    from attncli.metrics import pronunciation_scores
+    from attncli.data.corpora import read_pronunciations
+    from attncli.search.metrics import pronunciation_scores
 
     data = shared_data("cmudict")
     config = tmp_path / "g2p.yaml"

@@ -9,7 +9,7 @@ import pytest
 from cli_errors import one_line_error
 from typer.testing import CliRunner
 
-from attncli.cli import app
+from attncli.cli.app import app
 
 
 def run(*args, cwd=None, input=None, monkeypatch=None):

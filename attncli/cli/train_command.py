@@ -3,7 +3,7 @@
 Progress goes to stderr; the summary of the run (where the model is, its best
 figures) goes to stdout. In a multi-worker run every machine runs the same command;
 the chief trains in the run directory, every other worker in its own beside it
-(`attncli.distribution`), and only the chief prints the summary.
+(`attncli.training.distribution`), and only the chief prints the summary.
 """
 
 import dataclasses
@@ -13,12 +13,12 @@ import signal
 import sys
 from pathlib import Path
 
-from attncli.config import apply_overrides, load_yaml, save_yaml
-from attncli.data_config import data_paths
-from attncli.distribution import cluster_role
+from attncli.config.schema import apply_overrides, load_yaml, save_yaml
+from attncli.config.data import data_paths
+from attncli.training.distribution import cluster_role
 from attncli.errors import AttncliError
-from attncli.run_config import run_config_from_mapping, load_run_config
-from attncli.run_directory import RunDirectory
+from attncli.config.run import run_config_from_mapping, load_run_config
+from attncli.training.run_directory import RunDirectory
 
 # What the shell reports for a process ended by these signals: 128 + the number.
 _EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
@@ -108,7 +108,7 @@ def train(config_path, overrides, run_dir, data_dir, resume, overwrite, console)
         )
     console.print(f"run directory: {run.path}", highlight=False, markup=False)
 
-    from attncli.distribution import make_strategy
+    from attncli.training.distribution import make_strategy
 
     if role is not None:
         console.print(
@@ -116,7 +116,7 @@ def train(config_path, overrides, run_dir, data_dir, resume, overwrite, console)
             "of them)", highlight=False, markup=False,
         )
     try:
-        # Before any other TensorFlow operation (see attncli.distribution).
+        # Before any other TensorFlow operation (see attncli.training.distribution).
         strategy = make_strategy(training.distribute, training.cpu_replicas)
     except AttncliError:
         raise
@@ -130,8 +130,8 @@ def train(config_path, overrides, run_dir, data_dir, resume, overwrite, console)
             "addresses and that its ports are free"
         ) from None
 
-    from attncli.progress import TrainingDisplay
-    from attncli.trainer import Interrupted, Trainer
+    from attncli.cli.progress import TrainingDisplay
+    from attncli.training.trainer import Interrupted, Trainer
 
     import tensorflow as tf
 

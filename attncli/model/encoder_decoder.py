@@ -3,9 +3,9 @@
 import keras
 from keras import ops
 
-from attncli.decoder import BahdanauDecoder, LuongDecoder
-from attncli.encoder import Encoder
-from attncli.model_config import ModelConfig
+from attncli.model.decoder import BahdanauDecoder, LuongDecoder
+from attncli.model.encoder import Encoder
+from attncli.config.model import ModelConfig
 
 
 @keras.saving.register_keras_serializable(package="attncli")

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from attncli.errors import AttncliError
-from attncli.search_config import SearchConfig
+from attncli.config.search import SearchConfig
 
 FORMAT = "attncli-model"
 VERSION = 1
@@ -61,7 +61,7 @@ class LoadedModel(NamedTuple):
 
     def translator(self, search=None):
         """A `Translator` for this model with `search` (a `SearchConfig`, greedy if None)."""
-        from attncli.translation import Translator
+        from attncli.search.translation import Translator
 
         return Translator(
             self.model, self.source_tokenizer, self.target_tokenizer, search, self.source_end
@@ -106,9 +106,9 @@ def load_model(directory):
     Raises:
         ModelFileError: when the directory is not a readable attncli model.
     """
-    from attncli.model import Seq2Seq
-    from attncli.model_config import ModelConfig
-    from attncli.tokenization import Tokenizer
+    from attncli.model.encoder_decoder import Seq2Seq
+    from attncli.config.model import ModelConfig
+    from attncli.data.tokenization import Tokenizer
 
     directory = Path(directory)
     config_path = directory / CONFIG_FILE
@@ -169,7 +169,7 @@ def export_saved_model(
     import keras
     import tensorflow as tf
 
-    from attncli.translation import Translator
+    from attncli.search.translation import Translator
 
     if beam_size < 2:
         raise ValueError(f"beam_size must be >= 2 for the beam signature. Received: {beam_size}")

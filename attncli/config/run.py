@@ -2,7 +2,7 @@
 
     run = load_run_config("configs/default.yaml", overrides=["training.epochs=3"])
 
-Every section is a validated dataclass (see `attncli.config`); the YAML file and the
+Every section is a validated dataclass (see `attncli.config.schema`); the YAML file and the
 `--set` overrides are merged first, then checked as a whole, so a bad key is
 reported with its full path whichever of the two it came from. No TensorFlow here.
 """
@@ -11,11 +11,11 @@ import dataclasses
 from importlib import resources
 from typing import Literal
 
-from attncli.config import ConfigError, apply_overrides, from_mapping, load_yaml
-from attncli.data_config import DataConfig
-from attncli.model_config import ModelConfig
-from attncli.search_config import SearchConfig
-from attncli.training_config import TrainingConfig
+from attncli.config.schema import ConfigError, apply_overrides, from_mapping, load_yaml
+from attncli.config.data import DataConfig
+from attncli.config.model import ModelConfig
+from attncli.config.search import SearchConfig
+from attncli.config.training import TrainingConfig
 
 # Vocabulary sizes are facts of the data, not choices: they come from the vocabularies.
 _FROM_VOCABULARIES = ("source_vocab_size", "target_vocab_size")

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import keras
 import numpy as np
 
-from attncli.demo_inputs import SELF_ATTENTION, SEQ2SEQ, ArticleFigures, DemoInputs
+from attncli.cli.demo_inputs import SELF_ATTENTION, SEQ2SEQ, ArticleFigures, DemoInputs
 from attncli.errors import AttncliError
 from layers import (
     BahdanauAttention,

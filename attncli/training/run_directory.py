@@ -4,7 +4,7 @@
         run.json        format marker: {"format": 1, "attncli": "0.1.0"}
         config.yaml     the resolved configuration the run trained with
         checkpoints/    the latest training checkpoints (model, optimizer, position)
-        model/          the best model so far, self-contained (see attncli.saving)
+        model/          the best model so far, self-contained (see attncli.model.saving)
         metrics.jsonl   one JSON object per evaluation, appended
         train.log       what the run printed, with times
         test.json       the kept model's figures on the test split, once training ends

@@ -47,7 +47,7 @@ class SideConfig:
 
     def tokenizer(self):
         """A `Tokenizer` with these settings (no vocabulary yet)."""
-        from attncli.tokenization import Tokenizer
+        from attncli.data.tokenization import Tokenizer
 
         return Tokenizer(
             self.level,
@@ -162,9 +162,9 @@ def read_splits(config, data_dir=None):
         data_dir: folder overriding `config.directory` for relative paths.
 
     Returns:
-        `attncli.corpora.Splits`.
+        `attncli.data.corpora.Splits`.
     """
-    from attncli import corpora
+    from attncli.data import corpora
 
     paths = data_paths(config, data_dir)
     if config.format == "bundled":

@@ -32,7 +32,7 @@ from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
 
 from attncli.errors import DataError
 from attncli.files import write_text_atomically
-from attncli.vocabulary import END, PAD, RESERVED_TOKENS, START, UNK_TOKEN, Vocabulary
+from attncli.data.vocabulary import END, PAD, RESERVED_TOKENS, START, UNK_TOKEN, Vocabulary
 
 LEVELS = ("char", "word", "subword")
 NORMALIZATIONS = ("NFC", "NFKC", "NFD", "NFKD")

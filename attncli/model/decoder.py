@@ -12,8 +12,8 @@ import tensorflow as tf
 from keras import ops
 
 import layers
-from attncli import recurrent
-from attncli.recurrent import make_cell
+from attncli.model import recurrent
+from attncli.model.recurrent import make_cell
 
 
 def make_attention(score, alignment="global", window=10, units=None, name="attention"):

@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from attncli.errors import AttncliError
-from attncli.heatmap import heatmap_table, save_heatmap_png
+from attncli.cli.heatmap import heatmap_table, save_heatmap_png
 
 
 def parameter_table(model, decimals=4):
@@ -63,7 +63,7 @@ def step_walk(loaded, translator, translation, hypothesis, step):
     """
     import tensorflow as tf
 
-    from attncli.vocabulary import START
+    from attncli.data.vocabulary import START
 
     if not 1 <= step <= len(hypothesis.tokens):
         raise AttncliError(
@@ -139,7 +139,7 @@ def step_table(walk, step, score_name, decimals=4):
 
 def inspect(run_path, text, beam, png, step, params, decimals):
     """Run `attncli inspect-weights`; returns the process exit code."""
-    from attncli.translate_command import model_directory
+    from attncli.cli.translate_command import model_directory
 
     if (png is not None or step is not None) and not text:
         raise AttncliError("--png and --step need the sentence to look at: add --text \"...\"")
@@ -159,8 +159,8 @@ def inspect(run_path, text, beam, png, step, params, decimals):
             raise AttncliError(f"--png {png}: no such folder {png.parent}")
     directory = model_directory(run_path)
 
-    from attncli.saving import load_model
-    from attncli.search_config import SearchConfig
+    from attncli.model.saving import load_model
+    from attncli.config.search import SearchConfig
 
     loaded = load_model(directory)
     # Piped output is not cut at 80 columns: the tables are the result.

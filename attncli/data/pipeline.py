@@ -27,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 from attncli.errors import DataError
-from attncli.vocabulary import END, START
+from attncli.data.vocabulary import END, START
 
 
 def length_bands(max_length: int, growth: float = 1.1) -> list[int]:

@@ -5,9 +5,9 @@ from typing import NamedTuple
 import numpy as np
 import tensorflow as tf
 
-from attncli.decoding import compile_search
-from attncli.search_config import SearchConfig
-from attncli.vocabulary import END, PAD, UNK
+from attncli.search.decoding import compile_search
+from attncli.config.search import SearchConfig
+from attncli.data.vocabulary import END, PAD, UNK
 
 
 class Hypothesis(NamedTuple):
@@ -16,7 +16,7 @@ class Hypothesis(NamedTuple):
     Attributes:
         text: the detokenized translation, end-of-sentence excluded.
         tokens: the emitted target tokens, `[END]` last when it was emitted.
-        score: `log P / lp` (see `attncli.decoding`).
+        score: `log P / lp` (see `attncli.search.decoding`).
         weights: float32 array `(len(tokens), len(source_tokens))`: row `t` is the
             attention over the source when `tokens[t]` was emitted.
     """
@@ -39,7 +39,7 @@ class Translator:
     """Translates strings with `model`: tokenize, look up ids, search, detokenize.
 
     Everything from strings to strings runs in one TensorFlow graph, `translate_graph`,
-    which `attncli.saving.export_saved_model` exports. `translate_graph(texts)` takes a
+    which `attncli.model.saving.export_saved_model` exports. `translate_graph(texts)` takes a
     string tensor `(batch,)` and returns a dict:
 
     - `translations`: strings `(batch, n)`, best first (`n` is the search's `n_best`).
@@ -47,10 +47,10 @@ class Translator:
     - `source_tokens`: ragged strings `(batch, None)`, the tokens the model read.
     - `target_tokens`: ragged strings `(batch, n, None)`, `[END]` last when emitted.
     - `weights`: float32 `(batch, n, T, Ts)`, attention per emitted token (see
-      `attncli.decoding.Hypotheses`).
+      `attncli.search.decoding.Hypotheses`).
 
     Args:
-        model: an encoder-decoder with `encode` / `decode_step` (`attncli.model.Seq2Seq`).
+        model: an encoder-decoder with `encode` / `decode_step` (`attncli.model.encoder_decoder.Seq2Seq`).
         source_tokenizer: the `Tokenizer` of the source language, with its vocabulary.
         target_tokenizer: the `Tokenizer` of the target language, with its vocabulary.
         search: a `SearchConfig`. Defaults to `SearchConfig()` (greedy).

@@ -173,7 +173,7 @@ def score_demo(
     The inputs, the scores, their softmax, the weighted values and their sum, each
     figure computed by the layers of attncli.
     """
-    from attncli.demo_inputs import request_from_options
+    from attncli.cli.demo_inputs import request_from_options
 
     request = request_from_options(
         example=example, score=score, query=query, keys=keys, values=values,
@@ -181,8 +181,8 @@ def score_demo(
         window=window, decimals=decimals, output_format=output_format,
     )
     _load_tensorflow(ctx)
-    from attncli import render
-    from attncli.score_demo import walk
+    from attncli.cli import render
+    from attncli.cli.score_demo import walk
 
     typer.echo(render.render(walk(request), request.output_format, request.decimals),
                nl=False)
@@ -229,7 +229,7 @@ def train(
     minutes on a laptop CPU. Ctrl-C saves a checkpoint; --resume continues.
     """
     _load_tensorflow(ctx)
-    from attncli.train_command import train as run_training
+    from attncli.cli.train_command import train as run_training
 
     code = run_training(
         config, overrides or [], run_dir, data_dir, resume, overwrite, _stderr_console()
@@ -268,7 +268,7 @@ def translate(
 ):
     """Translate sentences with a trained run, one output line per input line."""
     _load_tensorflow(ctx)
-    from attncli.translate_command import translate as run_translation
+    from attncli.cli.translate_command import translate as run_translation
 
     run_translation(
         run, texts or [], input_file, beam, alpha, n_best, output_format, reference,
@@ -301,6 +301,6 @@ def inspect_weights(
 ):
     """Look inside a trained model: attention heatmaps, one step's scores, the weights."""
     _load_tensorflow(ctx)
-    from attncli.inspect_command import inspect
+    from attncli.cli.inspect_command import inspect
 
     inspect(run, text, beam, png, step, params, decimals)

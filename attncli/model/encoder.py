@@ -4,8 +4,8 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from attncli import recurrent
-from attncli.recurrent import make_cell
+from attncli.model import recurrent
+from attncli.model.recurrent import make_cell
 
 
 @keras.saving.register_keras_serializable(package="attncli")

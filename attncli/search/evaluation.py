@@ -13,7 +13,7 @@ sacreBLEU's several reference streams.
 
 import time
 
-from attncli.metrics import pronunciation_scores, translation_scores
+from attncli.search.metrics import pronunciation_scores, translation_scores
 
 
 def score_outputs(task, outputs, references, lowercase_bleu=True):

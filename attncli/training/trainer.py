@@ -16,7 +16,7 @@ budget is agreed again between epochs, and the validation metric that picks the 
 model and counts patience is the largest any worker computed. Every worker validates
 (same weights, same sentences); only the chief writes the run's records and model.
 All workers checkpoint at the same steps, the chief into the run, the others into
-their own directory (see `attncli.distribution`); on resume every worker restores
+their own directory (see `attncli.training.distribution`); on resume every worker restores
 the newest checkpoint that all of them hold.
 """
 
@@ -31,24 +31,24 @@ import time
 import keras
 import tensorflow as tf
 
-from attncli.config import to_mapping
-from attncli.data_config import read_splits
-from attncli.distribution import make_agreement, make_strategy
+from attncli.config.schema import to_mapping
+from attncli.config.data import read_splits
+from attncli.training.distribution import make_agreement, make_strategy
 from attncli.errors import AttncliError
-from attncli.evaluation import evaluate_corpus
+from attncli.search.evaluation import evaluate_corpus
 from attncli.files import write_text_atomically
-from attncli.model import Seq2Seq
-from attncli.pipeline import PipelineStats, encode_pairs, epoch_batches
-from attncli.run_directory import write_json_atomically
-from attncli.saving import load_model, save_model
-from attncli.tokenization import Tokenizer
-from attncli.training import (
+from attncli.model.encoder_decoder import Seq2Seq
+from attncli.data.pipeline import PipelineStats, encode_pairs, epoch_batches
+from attncli.training.run_directory import write_json_atomically
+from attncli.model.saving import load_model, save_model
+from attncli.data.tokenization import Tokenizer
+from attncli.training.steps import (
     make_distributed_train_step,
     make_eval_step,
     make_optimizer,
     make_train_step,
 )
-from attncli.translation import Translator
+from attncli.search.translation import Translator
 
 
 class Interrupted(Exception):

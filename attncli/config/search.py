@@ -5,7 +5,7 @@ import dataclasses
 
 @dataclasses.dataclass(frozen=True)
 class SearchConfig:
-    """How `attncli.decoding.compile_search` turns a source sentence into hypotheses.
+    """How `attncli.search.decoding.compile_search` turns a source sentence into hypotheses.
 
     Args:
         beam_size: int >= 1; 1 is greedy search. Defaults to 1.

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from attncli.errors import AttncliError
-from attncli.run_directory import RunDirectory
+from attncli.training.run_directory import RunDirectory
 
 FORMATS = ("text", "tsv", "json")
 
@@ -164,7 +164,7 @@ def read_references(reference_path, count):
 
 def reference_scores(task, results, references):
     """The corpus metric of the best translations against the reference lines."""
-    from attncli.metrics import pronunciation_scores, translation_scores
+    from attncli.search.metrics import pronunciation_scores, translation_scores
 
     best = [result.hypotheses[0].text if result else "" for result in results]
     if task == "pronunciation":
@@ -189,8 +189,8 @@ def translate(run_path, texts, input_file, beam, alpha, n_best, output_format, r
     lines = read_sentences(texts, input_file)
     references = read_references(reference, len(lines)) if reference is not None else None
 
-    from attncli.saving import load_model
-    from attncli.search_config import SearchConfig
+    from attncli.model.saving import load_model
+    from attncli.config.search import SearchConfig
 
     loaded = load_model(directory)
     base = SearchConfig(**loaded.metadata.get("decoding", {}))

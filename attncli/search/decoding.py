@@ -1,6 +1,6 @@
 """Greedy and beam search over an encoder-decoder, batched and in graph mode.
 
-A model is anything with the interface of `attncli.model.Seq2Seq`:
+A model is anything with the interface of `attncli.model.encoder_decoder.Seq2Seq`:
 
     memory, state = model.encode(source_ids, training=False)
     logits, state, weights = model.decode_step(token_ids, state, memory, training=False)
@@ -30,8 +30,8 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
-from attncli.search_config import SearchConfig
-from attncli.vocabulary import END, PAD, START
+from attncli.config.search import SearchConfig
+from attncli.data.vocabulary import END, PAD, START
 
 
 class Hypotheses(NamedTuple):

@@ -12,8 +12,8 @@ the non-pad positions only.
 import keras
 import tensorflow as tf
 
-from attncli.training_config import TrainingConfig
-from attncli.vocabulary import PAD, START
+from attncli.config.training import TrainingConfig
+from attncli.data.vocabulary import PAD, START
 
 
 @keras.saving.register_keras_serializable(package="attncli")
@@ -94,7 +94,7 @@ def smoothed_cross_entropy(logits, labels, label_smoothing=0.0):
             = logsumexp(z) - (1 - e) * z_y - e / (V - 2) * sum_{v != PAD, START} z_v
 
     The uniform part covers the `V - 2` tokens search may emit: padding and
-    start-of-sentence never are (`attncli.decoding` masks them), so smoothing gives
+    start-of-sentence never are (`attncli.search.decoding` masks them), so smoothing gives
     them no mass and `q` sums to 1 over the emitted tokens. The softmax itself is over
     all `V` logits, so training pushes the two tokens' probabilities towards 0.
 

@@ -1,0 +1,7 @@
+"""Configuration: the typed, validated tree that one YAML file gives a whole run.
+
+`schema` turns plain YAML mappings into dataclasses and rejects any unknown key or bad
+value with the key's full path; `data`, `model`, `training` and `search` hold one section
+each, and `run` puts the sections together and reads the shipped defaults. Nothing here
+imports TensorFlow, so a configuration error is reported before the model is built.
+"""
