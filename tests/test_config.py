@@ -30,7 +30,7 @@ class Model:
 
     def __post_init__(self):
         if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+            raise ValueError(f"dropout must be in [0, 1). Received: dropout={self.dropout}")
 
 
 @dataclasses.dataclass
@@ -56,16 +56,26 @@ def test_nested_values_are_typed():
     "mapping, message",
     [
         ({"model": {"unit": 3}}, "model.unit: unknown key; allowed keys here: units,"),
-        ({"model": {"units": "many"}}, "model.units: got 'many'; expected an integer"),
-        ({"model": {"units": True}}, "model.units: got True; expected an integer"),
+        (
+            {"model": {"units": "many"}},
+            "model.units must be an integer. Received: model.units='many'",
+        ),
+        ({"model": {"units": True}}, "model.units must be an integer. Received: model.units=True"),
         (
             {"model": {"attention": {"score": "cosine"}}},
-            "model.attention.score: got 'cosine'; allowed values: dot, general",
+            "model.attention.score must be one of dot, general. "
+            "Received: model.attention.score='cosine'",
         ),
-        ({"model": {"layers": [1, "x"]}}, "model.layers[1]: got 'x'"),
-        ({"model": {"dropout": 1.5}}, "model: dropout must be in [0, 1), got 1.5"),
-        ({"bidirectional": "yes"}, "bidirectional: got 'yes'; expected true or false"),
-        ({"model": [1, 2]}, "model: expected a mapping"),
+        (
+            {"model": {"layers": [1, "x"]}},
+            "model.layers[1] must be an integer. Received: model.layers[1]='x'",
+        ),
+        ({"model": {"dropout": 1.5}}, "model: dropout must be in [0, 1). Received: dropout=1.5"),
+        (
+            {"bidirectional": "yes"},
+            "bidirectional must be true or false. Received: bidirectional='yes'",
+        ),
+        ({"model": [1, 2]}, "model must be a mapping of keys to values. Received: model=[1, 2]"),
     ],
 )
 def test_bad_values_name_the_full_key_path(mapping, message):
