@@ -115,7 +115,7 @@ def score_demo(
     score: Annotated[
         str | None,
         typer.Option(
-            help="Score function: dot, scaled-dot, general, concat, additive, local-m, "
+            help="Score function: dot, scaled_dot, general, concat, additive, local-m, "
             "local-p.",
             show_default="dot",
         ),
