@@ -305,9 +305,9 @@ def _received(path, value):
 
 def _expected(annotation):
     if typing.get_origin(annotation) is typing.Literal:
-        return "one of " + ", ".join(
-            "null" if a is None else str(a) for a in typing.get_args(annotation)
-        )
+        values = typing.get_args(annotation)
+        listed = ", ".join(str(value) for value in values if value is not None)
+        return f"one of {listed}" + (" or null" if None in values else "")
     if annotation in _SCALARS:
         return _SCALARS[annotation][1]
     return getattr(annotation, "__name__", str(annotation))
