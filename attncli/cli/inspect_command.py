@@ -137,7 +137,7 @@ def step_table(walk, step, score_name, decimals=4):
     return table
 
 
-def inspect(run_path, text, beam, png, step, params, decimals):
+def inspect(*, run_path, text, beam, png, step, params, decimals):
     """Run `attncli inspect-weights`; returns the process exit code."""
     from attncli.cli.translate_command import model_directory
 

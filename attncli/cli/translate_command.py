@@ -176,7 +176,7 @@ def reference_scores(task, results, references):
     return f"BLEU {scores.bleu:.2f}  chrF {scores.chrf:.2f}  ({scores.bleu_signature})"
 
 
-def translate(run_path, texts, input_file, beam, alpha, n_best, output_format, reference,
+def translate(*, run_path, texts, input_file, beam, alpha, n_best, output_format, reference,
               batch_size, console):
     """Run `attncli translate`; returns the process exit code."""
     if output_format not in FORMATS:
