@@ -99,6 +99,10 @@ AlignmentName = typing.Literal[tuple(ALIGNMENTS)]
 
 LOCAL_SCORES = tuple(name for name, score in SCORES.items() if score.local)
 
+# What `attncli score-demo --score` takes: every score function, then Luong's local
+# alignments, which the demo computes on the dot score.
+DEMO_SCORES = (*SCORES, *(name for name, alignment in ALIGNMENTS.items() if alignment.local))
+
 
 def make_attention(score, alignment="global", window=10, units=None, name=None):
     """The attention layer of `layers/` that computes `score` with `alignment`.

@@ -9,7 +9,8 @@ import pytest
 
 from attncli.cli import demo_inputs
 from attncli.config.model import ModelConfig
-from attncli.scores import ALIGNMENTS, LOCAL_SCORES, SCORES, make_attention
+from attncli.errors import AttncliError
+from attncli.scores import ALIGNMENTS, DEMO_SCORES, LOCAL_SCORES, SCORES, make_attention
 from layers import luong_attention, multi_head_attention
 
 
@@ -20,7 +21,11 @@ def field_choices(cls, name):
 def test_every_reader_spells_the_same_scores():
     assert field_choices(ModelConfig, "score") == tuple(SCORES)
     assert set(multi_head_attention.SCORES) == set(SCORES)
-    assert demo_inputs.SCORES == (*SCORES, "local-m", "local-p")
+    assert DEMO_SCORES == (*SCORES, "local-m", "local-p")
+    for name in DEMO_SCORES:
+        assert demo_inputs.request_from_options(score=name).score == name
+    with pytest.raises(AttncliError, match=f"choose one of: {', '.join(DEMO_SCORES)}$"):
+        demo_inputs.request_from_options(score="scaled-dot")
 
 
 def test_alignments_and_local_scores_are_luong_attentions():

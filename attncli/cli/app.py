@@ -16,6 +16,7 @@ import typer
 from typer.core import TyperGroup
 
 from attncli.errors import AttncliError
+from attncli.scores import DEMO_SCORES
 
 _DEBUG = "attncli.debug"
 
@@ -115,8 +116,7 @@ def score_demo(
     score: Annotated[
         str | None,
         typer.Option(
-            help="Score function: dot, scaled_dot, general, concat, additive, local-m, "
-            "local-p.",
+            help=f"Score function: {', '.join(DEMO_SCORES)}.",
             show_default="dot",
         ),
     ] = None,

@@ -12,14 +12,9 @@ import numpy as np
 import yaml
 
 from attncli.errors import AttncliError
-from attncli.scores import ALIGNMENTS
-from attncli.scores import SCORES as SCORE_FUNCTIONS
+from attncli.scores import ALIGNMENTS, DEMO_SCORES, SCORES
 
 EXAMPLES = ("seq2seq", "self-attention")
-
-# Every score function of `attncli.scores`, then Luong's local alignments, which the
-# demo computes on the dot score.
-SCORES = (*SCORE_FUNCTIONS, *(name for name, alignment in ALIGNMENTS.items() if alignment.local))
 
 FORMATS = ("table", "markdown", "json")
 
@@ -293,7 +288,7 @@ def score_and_alignment(name):
 
 def _takes_units(name):
     score, alignment = score_and_alignment(name)
-    return SCORE_FUNCTIONS[score].takes_units or ALIGNMENTS[alignment].takes_units
+    return SCORES[score].takes_units or ALIGNMENTS[alignment].takes_units
 
 
 def _takes_window(name):
@@ -301,7 +296,7 @@ def _takes_window(name):
 
 
 def _same_size(name):
-    return SCORE_FUNCTIONS[score_and_alignment(name)[0]].same_size
+    return SCORES[score_and_alignment(name)[0]].same_size
 
 
 def _either(names):
@@ -312,7 +307,7 @@ def check_sizes(score, inputs):
     """Fail if `score` cannot combine queries and keys of these sizes."""
     query_size, key_size = inputs.query.shape[1], inputs.keys.shape[1]
     if _same_size(score) and query_size != key_size:
-        others = [name for name in SCORE_FUNCTIONS if not _same_size(name)]
+        others = [name for name in SCORES if not _same_size(name)]
         raise AttncliError(
             f"the {score} score needs queries and keys of the same size; use --score "
             f"{_either(others)} for different sizes. Received: query size {query_size} "
@@ -341,11 +336,11 @@ def request_from_options(example="seq2seq", score=None, query=None, keys=None, v
             )
         return DemoRequest(example, "dot", None, decimals=decimals,
                            output_format=output_format)
-    score = check_choice("score", score or "dot", SCORES)
+    score = check_choice("score", score or "dot", DEMO_SCORES)
     for name, value, applies in (("--units", units, _takes_units),
                                  ("--window", window, _takes_window)):
         if value is not None and not applies(score):
-            scores = [other for other in SCORES if applies(other)]
+            scores = [other for other in DEMO_SCORES if applies(other)]
             raise AttncliError(f"{name} applies to --score {_either(scores)}, not {score}")
         if value is not None and value < 1:
             raise AttncliError(f"{name} must be at least 1. Received: {name}={value}")
