@@ -121,7 +121,7 @@ class Validator:
 
         The raw weights, which training goes on with, are put back on leaving, also
         when the evaluation fails. The optimizer pairs its averages with the variables
-        it was built with, `model.trainable_variables` (see `make_train_step`).
+        it was built with, `model.trainable_variables` (see `build_training`).
         """
         if self.config.training.average_decay is None:
             yield
