@@ -7,6 +7,9 @@ from keras import ops
 import layers
 from attncli.model.transformer_encoder import ResidualBlock, SelfAttentionStack
 
+# What a decoder block and the decoder take beyond `BLOCK_ARGUMENTS`: the cross-attention's.
+CROSS_ARGUMENTS = ("memory_dim", "score", "attention_units")
+
 
 @keras.saving.register_keras_serializable(package="attncli")
 class DecoderBlock(ResidualBlock):
@@ -118,11 +121,7 @@ class DecoderBlock(ResidualBlock):
 
     def get_config(self):
         config = super().get_config()
-        config.update({
-            "memory_dim": self.memory_dim,
-            "score": self.score,
-            "attention_units": self.attention_units,
-        })
+        config.update({name: getattr(self, name) for name in CROSS_ARGUMENTS})
         return config
 
 
@@ -258,9 +257,5 @@ class TransformerDecoder(SelfAttentionStack):
 
     def get_config(self):
         config = super().get_config()
-        config.update({
-            "memory_dim": self.memory_dim,
-            "score": self.score,
-            "attention_units": self.attention_units,
-        })
+        config.update({name: getattr(self, name) for name in CROSS_ARGUMENTS})
         return config

@@ -7,6 +7,10 @@ from keras import ops
 
 import layers
 
+# The constructor arguments every block and every stack of blocks takes.
+BLOCK_ARGUMENTS = ("model_dim", "num_heads", "feed_forward_dim", "norm", "activation",
+                   "dropout", "attention_dropout")
+
 
 class ResidualBlock(keras.layers.Layer):
     """What every self-attention block shares: residual sublayers and the feed-forward
@@ -88,15 +92,7 @@ class ResidualBlock(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({
-            "model_dim": self.model_dim,
-            "num_heads": self.num_heads,
-            "feed_forward_dim": self.feed_forward_dim,
-            "norm": self.norm,
-            "activation": self.activation,
-            "dropout": self.dropout,
-            "attention_dropout": self.attention_dropout,
-        })
+        config.update({name: getattr(self, name) for name in BLOCK_ARGUMENTS})
         return config
 
 
@@ -222,19 +218,9 @@ class SelfAttentionStack(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({
-            "vocab_size": self.vocab_size,
-            "model_dim": self.model_dim,
-            "num_layers": self.num_layers,
-            "num_heads": self.num_heads,
-            "feed_forward_dim": self.feed_forward_dim,
-            "norm": self.norm,
-            "activation": self.activation,
-            "dropout": self.dropout,
-            "attention_dropout": self.attention_dropout,
-            "position_encoding": self.position_encoding,
-            "max_positions": self.max_positions,
-        })
+        names = BLOCK_ARGUMENTS + ("vocab_size", "num_layers", "position_encoding",
+                                   "max_positions")
+        config.update({name: getattr(self, name) for name in names})
         return config
 
 
