@@ -97,7 +97,8 @@ class DecoderBlock(ResidualBlock):
                 block's projected keys (`[:, 0]`) and values (`[:, 1]`) of the
                 steps so far, in a buffer of `L` positions.
             written: bool `(batch_size, L)`, the position this step fills.
-            visible: bool `(batch_size, L)`, the positions up to this one.
+            visible: bool `(batch_size, length)`, the positions up to this one, of
+                the first `length` (those up to the furthest row's step).
             cross_keys, cross_values, source_mask, training: as in `call`.
 
         Returns:
@@ -110,8 +111,11 @@ class DecoderBlock(ResidualBlock):
         # new: batch x 2 x heads x 1 x head_dim, written at its position of the buffer
         new = ops.stack([keys, values], axis=1)
         cache = ops.where(written[:, None, None, :, None], ops.cast(new, cache.dtype), cache)
+        # Only the positions some row has reached are read: the buffer's tail is empty.
+        length = ops.shape(visible)[1]
         attended = self.self_attention.attend_projected(
-            query, cache[:, 0], cache[:, 1], value_mask=visible, training=training
+            query, cache[:, 0, :, :length], cache[:, 1, :, :length], value_mask=visible,
+            training=training,
         )
         x = self.sublayer_output(x, attended, self.self_attention_norm, training)
         x, cross_weights = self._cross_and_feed_forward(
@@ -242,7 +246,8 @@ class TransformerDecoder(SelfAttentionStack):
         cache, step = state
         positions = ops.arange(ops.shape(cache)[4], dtype="int32")[None, :]
         written = ops.equal(positions, step[:, None])
-        visible = ops.less_equal(positions, step[:, None])
+        reached = positions[:, : ops.max(step) + 1]
+        visible = ops.less_equal(reached, step[:, None])
         x = self.embed(token_ids[:, None], positions=step[:, None], training=training)
         caches = []
         for index, block in enumerate(self.blocks):
