@@ -149,8 +149,8 @@ def step_table(walk, step, score_name, decimals=4):
     return table
 
 
-def inspect(run_path, text, beam, png, step, params, decimals, attention=None, layer=None,
-            head=None):
+def inspect(*, run_path, text, beam, png, step, params, decimals, attention=None,
+            layer=None, head=None):
     """Run `attncli inspect-weights`; returns the process exit code."""
     from attncli.cli.translate_command import model_directory
 
@@ -170,9 +170,9 @@ def inspect(run_path, text, beam, png, step, params, decimals, attention=None, l
             "nothing to inspect: give --text \"SENTENCE\" (with --png or --step) and/or --params"
         )
     if beam is not None and beam < 1:
-        raise AttncliError(f"--beam must be >= 1, got {beam}")
+        raise AttncliError(f"--beam must be >= 1. Received: --beam={beam}")
     if decimals < 0:
-        raise AttncliError(f"--decimals must be >= 0, got {decimals}")
+        raise AttncliError(f"--decimals must be >= 0. Received: --decimals={decimals}")
     if png is not None:
         png = Path(png)
         if png.suffix.lower() != ".png":

@@ -5,6 +5,7 @@ import keras
 from keras import ops
 
 import layers
+from attncli.scores import SCORES
 from attncli.model.transformer_encoder import ResidualBlock, SelfAttentionStack
 
 # What a decoder block and the decoder take beyond `BLOCK_ARGUMENTS`: the cross-attention's.
@@ -53,7 +54,7 @@ class DecoderBlock(ResidualBlock):
         self.self_attention_norm = self._norm("self_attention_norm")
         self.cross_attention = layers.MultiHeadAttention(
             self.num_heads, self.model_dim // self.num_heads, score=score,
-            units=attention_units if score in ("concat", "additive") else None,
+            units=attention_units if SCORES[score].takes_units else None,
             dropout=self.attention_dropout, dtype=self.dtype_policy, name="cross_attention",
         )
         self.cross_attention_norm = self._norm("cross_attention_norm")
