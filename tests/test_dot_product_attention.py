@@ -261,3 +261,27 @@ def test_keras_file_reloads_in_a_fresh_process(tmp_path):
     expected = numpy_of(model([query, ids], training=False))
     (reloaded,) = outputs_in_fresh_process(model, [query, ids], tmp_path)
     np.testing.assert_array_equal(reloaded, expected)
+
+
+# Near each half type's largest finite number (float16 65,504, bfloat16 3.39e38) with
+# d = 4: the raw product <q, k> = 4 m^2 overflows, the scaled score <q, k>/2 = 2 m^2
+# does not. The scaled score must be computed without passing through the raw one.
+HALF_LIMITS = [("float16", 150.0), ("bfloat16", 1.0e19)]
+
+
+@pytest.mark.parametrize("dtype, magnitude", HALF_LIMITS)
+def test_scaled_scores_near_the_half_limit_do_not_overflow(dtype, magnitude):
+    signs = np.array([1.0, 1.0, -1.0, 0.5])
+    keys = np.repeat(magnitude * signs[None, :, None], 4, axis=-1)  # (1, 4, 4)
+    query = np.stack([np.full(4, magnitude), np.full(4, -magnitude)])[None]  # (1, 2, 4)
+    values = np.eye(4)[None]
+    layer = DotProductAttention(dtype=dtype)
+    context, weights = layer(
+        [ops.cast(query, dtype), ops.cast(values, dtype), ops.cast(keys, dtype)],
+        return_attention_scores=True,
+    )
+    assert np.all(np.isfinite(numpy_of(weights))) and np.all(np.isfinite(numpy_of(context)))
+    expected_context, expected_weights = reference_attention(query, keys, values, scale=0.5)
+    np.testing.assert_allclose(numpy_of(weights), expected_weights, atol=1e-2)
+    np.testing.assert_allclose(numpy_of(context), expected_context, atol=1e-2)
+

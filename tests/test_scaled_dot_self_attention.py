@@ -222,3 +222,18 @@ def test_keras_file_reloads_in_a_fresh_process(tmp_path):
     (reloaded,) = outputs_in_fresh_process(model, [token_ids], tmp_path)
     np.testing.assert_array_equal(reloaded, expected)
     np.testing.assert_array_equal(reloaded[token_ids == 0], 0.0)
+
+
+# The scaled score near each half type's largest finite number (float16 65,504,
+# bfloat16 3.39e38): with identity projections and key_dim 4, <q, k> = 4 m^2
+# overflows where <q, k>/2 = 2 m^2 does not.
+@pytest.mark.parametrize("dtype, magnitude", [("float16", 150.0), ("bfloat16", 1.0e19)])
+def test_scaled_scores_near_the_half_limit_do_not_overflow(dtype, magnitude):
+    identity = np.eye(4, dtype="float32")
+    layer = layer_with_weights(identity, identity, identity, dtype=dtype)
+    inputs = magnitude * np.array([[[1.0] * 4, [1.0] * 4, [-1.0] * 4]])
+    output, weights = layer(ops.cast(inputs, dtype), return_attention_scores=True)
+    assert np.all(np.isfinite(numpy_of(weights))) and np.all(np.isfinite(numpy_of(output)))
+    expected_output, expected_weights = reference_attention(inputs, inputs, inputs, scale=0.5)
+    np.testing.assert_allclose(numpy_of(weights), expected_weights, atol=1e-2)
+    np.testing.assert_allclose(numpy_of(output), expected_output, rtol=1e-2)
