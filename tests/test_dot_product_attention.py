@@ -285,3 +285,22 @@ def test_scaled_scores_near_the_half_limit_do_not_overflow(dtype, magnitude):
     np.testing.assert_allclose(numpy_of(weights), expected_weights, atol=1e-2)
     np.testing.assert_allclose(numpy_of(context), expected_context, atol=1e-2)
 
+
+def test_key_mask_is_honoured_and_combined_with_the_value_mask():
+    query, keys, values = random_inputs()
+    value_mask = lengths_to_mask([6, 4, 5], 6)
+    key_mask = np.ones((3, 6), bool)
+    key_mask[:, 1] = False
+    layer = DotProductAttention()
+    for masks, allowed in [
+        ([None, None, key_mask], key_mask),
+        ([None, value_mask, key_mask], value_mask & key_mask),
+    ]:
+        context, weights = layer(
+            [query, values, keys], mask=masks, return_attention_scores=True
+        )
+        expected_context, expected_weights = reference_attention(
+            query, keys, values, value_mask=allowed, scale=1 / math.sqrt(8)
+        )
+        np.testing.assert_allclose(numpy_of(weights), expected_weights, atol=1e-6)
+        np.testing.assert_allclose(numpy_of(context), expected_context, atol=1e-5)
