@@ -6,6 +6,7 @@ from keras import ops
 
 from keras_roundtrip import outputs_in_fresh_process
 from numpy_attention import layer_outputs as run
+from numpy_luong import luong_attention
 from layers import LuongAttention
 
 SCORES = ["dot", "general", "concat"]
@@ -25,68 +26,29 @@ def make_inputs(score, seed=0, lengths=(7, 4, 1), query_lengths=(4, 2, 3)):
     return query, values, keys, query_mask, value_mask
 
 
-def numpy_weights(layer):
-    return {v.name: ops.convert_to_numpy(v).astype("float64") for v in layer.weights}
-
-
-def sigmoid(x):
-    return 1.0 / (1.0 + np.exp(-x))
-
-
 def reference_luong(layer, query, values, keys, query_mask, value_mask, query_positions=None):
-    """Luong et al. 2015, eqs. 7-10, one query and one key at a time, in the
-    paper's column-vector notation (the layer stores the transposed matrices)."""
-    w = numpy_weights(layer)
-    query, values, keys = (x.astype("float64") for x in (query, values, keys))
-    batch, num_queries, query_dim = query.shape
-    num_keys = keys.shape[1]
-    window = layer.window
-    sigma = window / 2.0
-    weights = np.zeros((batch, num_queries, num_keys))
-    for b in range(batch):
-        valid = [s for s in range(num_keys) if value_mask is None or value_mask[b, s]]
-        position = {s: i for i, s in enumerate(valid)}  # source position, from 0
-        length = len(valid)
-        for t in range(num_queries):
-            h_t = query[b, t]
-
-            def score(h_s):
-                if layer.score_name == "dot":
-                    return h_t @ h_s
-                if layer.score_name == "general":
-                    return h_t @ w["W_a"].T @ h_s
-                return w["v_a"] @ np.tanh(w["W_a"].T @ np.concatenate([h_t, h_s]))
-
-            if layer.alignment == "global":
-                allowed = valid
-            else:
-                if layer.alignment == "local-m":
-                    p_t = t if query_positions is None else query_positions[b, t]
-                else:
-                    p_t = (length - 1) * sigmoid(w["v_p"] @ np.tanh(w["W_p"].T @ h_t))
-                allowed = [s for s in valid if abs(position[s] - p_t) <= window]
-            if not allowed:
-                continue
-            scores = np.array([score(keys[b, s]) for s in allowed])
-            e = np.exp(scores - scores.max())
-            for s, a in zip(allowed, e / e.sum()):
-                if layer.alignment == "local-p":
-                    a *= np.exp(-((position[s] - p_t) ** 2) / (2 * sigma**2))
-                weights[b, t, s] = a
-    context = weights @ values
-    if query_mask is not None:
-        context = context * query_mask[..., None]
-    return context, weights
+    """`(context, weights, centres)` of `tests/numpy_luong.py` with this layer's
+    settings and weights, turned into the paper's orientation (Keras stores the
+    transposes)."""
+    matrices = {v.name: ops.convert_to_numpy(v).astype("float64") for v in layer.weights}
+    for name in ("W_a", "W_p"):
+        if name in matrices:
+            matrices[name] = matrices[name].T
+    return luong_attention(
+        query, keys, values, score=layer.score_name, alignment=layer.alignment,
+        window=layer.window, matrices=matrices, value_mask=value_mask,
+        query_mask=query_mask, query_positions=query_positions,
+    )
 
 
-@pytest.mark.parametrize("window", [1, 2])
+@pytest.mark.parametrize("window", [1, 2, 3])
 @pytest.mark.parametrize("alignment", ALIGNMENTS)
 @pytest.mark.parametrize("score", SCORES)
 def test_matches_numpy_reference(score, alignment, window):
     query, values, keys, query_mask, value_mask = make_inputs(score)
     layer = LuongAttention(score=score, alignment=alignment, window=window)
     context, weights = run(layer, query, values, keys, query_mask, value_mask)
-    ref_context, ref_weights = reference_luong(
+    ref_context, ref_weights, _ = reference_luong(
         layer, query, values, keys, query_mask, value_mask
     )
     np.testing.assert_allclose(weights, ref_weights, atol=1e-5)
@@ -106,7 +68,7 @@ def test_units_sets_the_hidden_size():
         "W_p": (QUERY_DIM, 9),
         "v_p": (9,),
     }
-    ref_context, ref_weights = reference_luong(
+    ref_context, ref_weights, _ = reference_luong(
         layer, query, values, keys, query_mask, value_mask
     )
     np.testing.assert_allclose(weights, ref_weights, atol=1e-5)
@@ -185,7 +147,7 @@ def test_zero_weight_outside_the_window(score, alignment):
     query, values, keys, _, value_mask = make_inputs(score, seed=3, lengths=(7, 6, 5))
     layer = LuongAttention(score=score, alignment=alignment, window=1)
     _, weights = run(layer, query, values, keys, value_mask=value_mask)
-    centres = ops.convert_to_numpy(layer.aligned_positions(query, keys, value_mask))
+    _, _, centres = reference_luong(layer, query, values, keys, None, value_mask)
     outside = np.abs(np.arange(TV)[None, None, :] - centres[..., None]) > 1
     assert outside.any()
     assert np.all(weights[outside] == 0.0)
@@ -193,45 +155,43 @@ def test_zero_weight_outside_the_window(score, alignment):
     assert np.all(weights[inside_valid] > 0.0)
 
 
-def test_local_p_gaussian_factor_by_hand():
-    # v_p = 0 makes sigmoid(.) = 1/2, so p_t = (S - 1) / 2 = 2 for S = 5; equal
-    # keys make the softmax uniform over the window {0..4} (D = 2), and the
-    # Gaussian with σ = 1 gives exp(-(s - 2)² / 2) / 5.
-    layer = LuongAttention(score="dot", alignment="local-p", window=2)
+def local_p_weights_by_hand(v_p, length, window=2, padded_length=8):
+    """Weights of one query on `padded_length` equal keys (`length` of them valid)
+    with W_p = 50 I, so that tanh(W_p h_t) = 1 and eq. 9 gives
+    p_t = S · sigmoid(sum(v_p))."""
+    layer = LuongAttention(score="dot", alignment="local-p", window=window)
     query = np.ones((1, 1, 2), "float32")
-    keys = np.ones((1, 9, 2), "float32")
+    keys = np.ones((1, padded_length, 2), "float32")
     layer.build([query.shape, keys.shape])
-    layer.v_p.assign(np.zeros_like(layer.v_p))
-    _, weights = layer([query, keys], valid_lengths=np.array([5]), return_attention_scores=True)
-    expected = np.exp(-((np.arange(5) - 2.0) ** 2) / 2.0) / 5.0
-    np.testing.assert_allclose(ops.convert_to_numpy(weights)[0, 0, :5], expected, atol=1e-7)
-    assert np.all(ops.convert_to_numpy(weights)[0, 0, 5:] == 0.0)
+    layer.W_p.assign(50.0 * np.eye(2, dtype="float32"))
+    layer.v_p.assign(np.asarray(v_p, "float32"))
+    _, weights = layer(
+        [query, keys], valid_lengths=np.array([length]), return_attention_scores=True
+    )
+    return ops.convert_to_numpy(weights)[0, 0]
 
 
-@pytest.mark.parametrize("score", SCORES)
-def test_local_p_gaussian_factor_against_window_softmax(score):
-    query, values, keys, _, value_mask = make_inputs(score, seed=5, lengths=(7, 5, 2))
-    layer = LuongAttention(score=score, alignment="local-p", window=3)
-    _, weights = run(layer, query, values, keys, value_mask=value_mask)
-    scores = ops.convert_to_numpy(layer.score(query, keys)).astype("float64")
-    centres = ops.convert_to_numpy(layer.aligned_positions(query, keys, value_mask))
-    offsets = np.arange(TV)[None, None, :] - centres[..., None]
-    window = (np.abs(offsets) <= 3) & value_mask[:, None, :]
-    e = np.where(window, np.exp(scores - scores.max(-1, keepdims=True)), 0.0)
-    softmax = e / e.sum(-1, keepdims=True)
-    expected = softmax * np.exp(-(offsets**2) / (2 * 1.5**2))
-    np.testing.assert_allclose(weights, expected, atol=1e-6)
+def test_local_p_gaussian_factor_by_hand():
+    # v_p = 0: sigmoid(0) = 1/2, so p_t = S / 2 = 2.5 for S = 5. Equal keys make the
+    # softmax uniform over the window |s - 2.5| <= D = 2, s in {1, 2, 3, 4}, and
+    # eq. 10 multiplies by exp(-(s - 2.5)² / 2) (σ = D / 2 = 1).
+    weights = local_p_weights_by_hand([0.0, 0.0], length=5)
+    offsets = np.arange(1, 5) - 2.5
+    np.testing.assert_allclose(weights[1:5], np.exp(-(offsets**2) / 2.0) / 4.0, atol=1e-7)
+    assert weights[0] == 0.0 and np.all(weights[5:] == 0.0)
 
 
-@pytest.mark.parametrize("score", SCORES)
-def test_local_p_positions_stay_in_the_valid_range(score):
-    query, values, keys, _, value_mask = make_inputs(score, lengths=(7, 4, 1))
-    layer = LuongAttention(score=score, alignment="local-p", window=2)
-    layer([query, values, keys], mask=[None, value_mask])
-    layer.v_p.assign(1e3 * np.ones_like(layer.v_p))  # sigmoid saturates at 0 or 1
-    centres = ops.convert_to_numpy(layer.aligned_positions(query, keys, value_mask))
-    last = value_mask.sum(-1)[:, None] - 1
-    assert np.all(centres >= 0.0) and np.all(centres <= last)
+def test_local_p_centre_spans_zero_to_the_source_length():
+    # sigmoid(±100) saturates: p_t = S = 5 past the last word (s = 4), whose window
+    # keeps s in {3, 4}; p_t = 0 on the first word, whose window keeps s in {0, 1, 2}.
+    at_end = local_p_weights_by_hand([50.0, 50.0], length=5)
+    np.testing.assert_allclose(at_end[3:5], np.exp(-np.array([4.0, 1.0]) / 2.0) / 2.0,
+                               atol=1e-7)
+    assert np.all(at_end[:3] == 0.0) and np.all(at_end[5:] == 0.0)
+    at_start = local_p_weights_by_hand([-50.0, -50.0], length=5)
+    np.testing.assert_allclose(at_start[:3], np.exp(-np.array([0.0, 1.0, 4.0]) / 2.0) / 3.0,
+                               atol=1e-7)
+    assert np.all(at_start[3:] == 0.0)
 
 
 @pytest.mark.parametrize("where", ["append", "prepend"])
