@@ -346,10 +346,10 @@ def test_config_round_trip(spec):
         np.testing.assert_array_equal(numpy_of(got), numpy_of(want))
 
 
-@pytest.fixture(scope="module")
-def reloaded(tmp_path_factory):
-    """`{spec name: (outputs in this process, outputs after a reload elsewhere)}` for
-    a model around every layer, all reloaded in one fresh process."""
+# One test for all layers: each fresh process pays for importing Keras and its backend,
+# so every layer's model is reloaded in the same one.
+@pytest.mark.slow
+def test_keras_files_reload_in_a_fresh_process_with_identical_outputs(tmp_path):
     keras.utils.set_random_seed(0)
     models = {}
     for spec in SPECS:
@@ -358,18 +358,11 @@ def reloaded(tmp_path_factory):
         models[spec.name] = (model, spec.inputs.ids())
     expected = {name: [numpy_of(o) for o in outputs_of(model, ids, training=False)]
                 for name, (model, ids) in models.items()}
-    again = outputs_in_fresh_process(models, tmp_path_factory.mktemp("keras_files"))
-    return {name: (expected[name], again[name]) for name in models}
-
-
-@pytest.mark.slow
-@pytest.mark.xdist_group("layer_contract_reload")
-@every_layer
-def test_keras_file_reloads_in_a_fresh_process(spec, reloaded):
-    expected, again = reloaded[spec.name]
-    assert len(again) == len(expected)
-    for got, want in zip(again, expected):
-        np.testing.assert_array_equal(got.astype("float32"), want)
+    reloaded = outputs_in_fresh_process(models, tmp_path)
+    for name, outputs in reloaded.items():
+        assert len(outputs) == len(expected[name]), name
+        for got, want in zip(outputs, expected[name]):
+            np.testing.assert_array_equal(got.astype("float32"), want, err_msg=name)
 
 
 @every_layer
