@@ -37,7 +37,8 @@ def test_contract_and_masking_pass_on_backend(backend):
         env.setdefault("JAX_PLATFORMS", "cpu")
         env.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
     result = subprocess.run(
-        [sys.executable, "-c", _RUN_PYTEST_WITHOUT_TENSORFLOW, "-q", "-p", "no:cacheprovider", *BACKEND_TESTS],
+        [sys.executable, "-c", _RUN_PYTEST_WITHOUT_TENSORFLOW,
+         "-q", "-p", "no:cacheprovider", *BACKEND_TESTS],
         cwd=REPO_ROOT, env=env, capture_output=True, text=True,
     )
     report = result.stdout[-6000:] + result.stderr[-2000:]
