@@ -194,7 +194,9 @@ def translate(run_path, texts, input_file, beam, alpha, n_best, output_format, r
 
     loaded = load_model(directory)
     base = SearchConfig(**loaded.metadata.get("decoding", {}))
-    translator = loaded.translator(search_config(base, beam, alpha, n_best))
+    translator = loaded.translator(
+        search_config(base, beam, alpha, n_best), attention_weights=output_format == "json"
+    )
     with console.status(f"translating {len(lines)} line(s)"):
         results = translate_lines(translator, lines, batch_size=batch_size)
     try:

@@ -200,7 +200,7 @@ class Trainer:
             dataclasses.replace(
                 config.decoding, beam_size=config.training.eval_beam_size, n_best=1
             ),
-            source_end=data.source_end,
+            source_end=data.source_end, attention_weights=False,
         )
         self.valid_encoded = encode_pairs(
             self.splits.valid, self.source_tokenizer, self.target_tokenizer,
@@ -481,7 +481,7 @@ class Trainer:
         if not len(self.splits.test) or not self.run.model_dir.is_dir():
             return None
         loaded = load_model(self.run.model_dir)
-        translator = loaded.translator(self.config.decoding)
+        translator = loaded.translator(self.config.decoding, attention_weights=False)
         self.progress.message(
             f"scoring the best model (epoch {loaded.metadata.get('epoch')}) on the test split"
         )
