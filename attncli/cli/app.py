@@ -270,10 +270,11 @@ def translate(
     _load_tensorflow(ctx)
     from attncli.cli.translate_command import translate as run_translation
 
-    run_translation(
+    code = run_translation(
         run, texts or [], input_file, beam, alpha, n_best, output_format, reference,
         batch_size, _stderr_console(),
     )
+    raise typer.Exit(code=code)
 
 
 @app.command("inspect-weights")
