@@ -471,6 +471,10 @@ def compile_search(
     `beam_size=1` runs `greedy_search` (then `n_best` must be 1 or None), larger beams
     run `beam_search`. The function takes int32 `(batch_size, Ts)` of any size without
     retracing. Arguments as in `beam_search`.
+
+    The searches loop with `tf.while_loop` and branch on Python values only, so they
+    are traced without AutoGraph: converting the model's code took four fifths of the
+    trace (4.9 s of CPU of a one-sentence `attncli translate`, 0.85 s without).
     """
     n_best = beam_size if n_best is None else n_best
     _validate(max_length_ratio, max_length_offset, beam_size, n_best, alpha)
@@ -500,4 +504,6 @@ def compile_search(
                 attention_weights=attention_weights,
             )
 
-    return tf.function(run, input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    return tf.function(
+        run, input_signature=[tf.TensorSpec([None, None], tf.int32)], autograph=False
+    )

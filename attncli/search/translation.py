@@ -96,8 +96,10 @@ class Translator:
         self.search = compile_search(
             model, **self.search_config.to_dict(), attention_weights=attention_weights
         )
+        # Traced once (any batch of strings), without AutoGraph, as the search is.
         self.translate_graph = tf.function(
-            self._translate_graph, input_signature=[tf.TensorSpec([None], tf.string)]
+            self._translate_graph, input_signature=[tf.TensorSpec([None], tf.string)],
+            autograph=False,
         )
 
     def source_ids(self, texts):
