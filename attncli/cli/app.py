@@ -16,6 +16,7 @@ import typer
 from typer.core import TyperGroup
 
 from attncli.errors import AttncliError
+from attncli.scores import DEMO_SCORES
 
 _DEBUG = "attncli.debug"
 
@@ -115,8 +116,7 @@ def score_demo(
     score: Annotated[
         str | None,
         typer.Option(
-            help="Score function: dot, scaled-dot, general, concat, additive, local-m, "
-            "local-p.",
+            help=f"Score function: {', '.join(DEMO_SCORES)}.",
             show_default="dot",
         ),
     ] = None,
@@ -232,7 +232,8 @@ def train(
     from attncli.cli.train_command import train as run_training
 
     code = run_training(
-        config, overrides or [], run_dir, data_dir, resume, overwrite, _stderr_console()
+        config_path=config, overrides=overrides or [], run_dir=run_dir, data_dir=data_dir,
+        resume=resume, overwrite=overwrite, console=_stderr_console(),
     )
     raise typer.Exit(code=code)
 
@@ -271,8 +272,9 @@ def translate(
     from attncli.cli.translate_command import translate as run_translation
 
     code = run_translation(
-        run, texts or [], input_file, beam, alpha, n_best, output_format, reference,
-        batch_size, _stderr_console(),
+        run_path=run, texts=texts or [], input_file=input_file, beam=beam, alpha=alpha,
+        n_best=n_best, output_format=output_format, reference=reference,
+        batch_size=batch_size, console=_stderr_console(),
     )
     raise typer.Exit(code=code)
 
@@ -299,9 +301,23 @@ def inspect_weights(
         bool, typer.Option("--params", help="List every weight tensor with its statistics.")
     ] = False,
     decimals: Annotated[int, typer.Option(help="Digits after the point.")] = 3,
+    attention: Annotated[
+        str | None,
+        typer.Option(help="Which attention: cross (the decoder's over the source), "
+                          "encoder or decoder (their self-attention).",
+                     show_default="cross"),
+    ] = None,
+    layer: Annotated[
+        int | None, typer.Option(help="The block of that attention (1-based).",
+                                 show_default="the last")
+    ] = None,
+    head: Annotated[
+        int | None, typer.Option(help="One head (1-based).", show_default="the mean of all")
+    ] = None,
 ):
     """Look inside a trained model: attention heatmaps, one step's scores, the weights."""
     _load_tensorflow(ctx)
     from attncli.cli.inspect_command import inspect
 
-    inspect(run, text, beam, png, step, params, decimals)
+    inspect(run_path=run, text=text, beam=beam, png=png, step=step, params=params,
+            decimals=decimals, attention=attention, layer=layer, head=head)

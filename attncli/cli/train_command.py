@@ -96,9 +96,12 @@ def _worker_directory(run_dir):
         return Path(run_dir)
 
 
-def train(config_path, overrides, run_dir, data_dir, resume, overwrite, console):
+def train(*, config_path, overrides, run_dir, data_dir, resume, overwrite, console):
     """Run `attncli train`; returns the process exit code."""
-    config, run, role = resolve_run(config_path, overrides, run_dir, data_dir, resume, overwrite)
+    config, run, role = resolve_run(
+        config_path, overrides, run_dir=run_dir, data_dir=data_dir, resume=resume,
+        overwrite=overwrite,
+    )
     training = config.training
     if role is not None:
         console.print(
