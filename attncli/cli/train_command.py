@@ -47,6 +47,7 @@ def resolve_run(config_path, overrides, run_dir, data_dir, resume, overwrite):
             run_dir = Path("runs") / load_run_config(config_path).name
         worker_dir = _worker_directory(run_dir)
         run = RunDirectory.open(worker_dir if worker_dir.exists() else run_dir)
+        run.lock()
         mapping = load_yaml(run.config_path)
         for override in overrides:
             key = override.partition("=")[0].strip()
@@ -79,7 +80,11 @@ def resolve_run(config_path, overrides, run_dir, data_dir, resume, overwrite):
     if role is not None:
         run_dir = role.directory(run_dir)
     run = RunDirectory.create(run_dir, overwrite=overwrite)
-    save_yaml(config, run.config_path)
+    try:
+        save_yaml(config, run.config_path)
+    except BaseException:
+        run.discard()
+        raise
     return config, run, role
 
 
@@ -97,8 +102,19 @@ def _worker_directory(run_dir):
 
 
 def train(config_path, overrides, run_dir, data_dir, resume, overwrite, console):
-    """Run `attncli train`; returns the process exit code."""
+    """Run `attncli train`; returns the process exit code.
+
+    A new run that fails before it has learnt anything leaves no folder behind.
+    """
     config, run, role = resolve_run(config_path, overrides, run_dir, data_dir, resume, overwrite)
+    try:
+        return _train(config, run, role, run_dir, data_dir, resume, console)
+    except BaseException:
+        run.discard()
+        raise
+
+
+def _train(config, run, role, run_dir, data_dir, resume, console):
     training = config.training
     if role is not None:
         console.print(
