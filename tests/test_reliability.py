@@ -139,3 +139,24 @@ def test_training_run_refuses_other_writers_and_serves_readers(run, tmp_path):
         _, stderr = stop(longer)
     assert longer.returncode == 143, stderr
     assert "checkpoint saved" in stderr
+
+
+# 8. A configuration is checked before TensorFlow is imported.
+
+
+def test_a_config_error_is_reported_before_tensorflow_is_imported(tmp_path):
+    code = textwrap.dedent(f"""
+        import runpy, sys
+        sys.argv = ["attncli", "train", {str(TINY)!r}, "--run-dir", "run",
+                    "--set", "model.units=many"]
+        try:
+            runpy.run_module("attncli", run_name="__main__")
+        except SystemExit as exit:
+            print("EXIT", exit.code)
+        print("HEAVY", sorted(name for name in ("tensorflow", "keras") if name in sys.modules))
+    """)
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                               timeout=120, cwd=tmp_path, env=ENV)
+    assert "EXIT 2" in completed.stdout and "HEAVY []" in completed.stdout, completed
+    assert "model.units" in completed.stderr
+    assert not (tmp_path / "run").exists()

@@ -101,13 +101,19 @@ def _worker_directory(run_dir):
         return Path(run_dir)
 
 
-def train(config_path, overrides, run_dir, data_dir, resume, overwrite, console):
+def train(config_path, overrides, run_dir, data_dir, resume, overwrite, console,
+          load_tensorflow=None):
     """Run `attncli train`; returns the process exit code.
 
-    A new run that fails before it has learnt anything leaves no folder behind.
+    The configuration and the run directory are checked before TensorFlow is
+    imported (`load_tensorflow`, a callable, imports it), so a mistake in them is
+    reported at once. A new run that fails before it has learnt anything leaves no
+    folder behind.
     """
     config, run, role = resolve_run(config_path, overrides, run_dir, data_dir, resume, overwrite)
     try:
+        if load_tensorflow is not None:
+            load_tensorflow()
         return _train(config, run, role, run_dir, data_dir, resume, console)
     except BaseException:
         run.discard()
