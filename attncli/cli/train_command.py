@@ -129,6 +129,8 @@ def _train(config, run, role, run_dir, data_dir, resume, console):
             highlight=False, markup=False,
         )
     console.print(f"run directory: {run.path}", highlight=False, markup=False)
+    for note in run.notes:
+        console.print(note, highlight=False, markup=False)
 
     from attncli.training.distribution import make_strategy
 

@@ -37,6 +37,9 @@ FORMAT = "attncli-model"
 VERSION = 1
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.weights.h5"
+# Every file of a model directory, in the order `save_model` writes them.
+MODEL_FILES = (CONFIG_FILE, WEIGHTS_FILE, "source.tokenizer.json", "source.vocab.txt",
+               "target.tokenizer.json", "target.vocab.txt")
 
 
 class ModelFileError(AttncliError):

@@ -25,6 +25,7 @@ from pathlib import Path
 from attncli import __version__
 from attncli.errors import AttncliError
 from attncli.files import write_text_atomically
+from attncli.training.leftovers import clear_leftovers
 from attncli.training.run_lock import LOCK_FILE, lock_run, unlock_run
 
 RUN_FORMAT = 1
@@ -42,6 +43,8 @@ class RunDirectory:
         self.path = Path(path)
         # The topmost folder `create` made for the run, or None.
         self.created = None
+        # What `lock` restored or removed, for the user to read.
+        self.notes = []
 
     @property
     def marker_path(self):
@@ -111,6 +114,10 @@ class RunDirectory:
     def lock(self):
         """Become the one process that writes this run, until this process ends.
 
+        Once locked, what a writer killed mid-write left is cleared (an interrupted
+        model save is completed first, see `attncli.training.leftovers`); `notes`
+        then says what was done.
+
         Returns:
             True if the lock was taken now, False if this process already held it.
 
@@ -118,7 +125,17 @@ class RunDirectory:
             AttncliError: when another process writes the run (naming it), or the
                 folder is not writable.
         """
-        return lock_run(self.path)
+        taken = lock_run(self.path)
+        if taken:
+            try:
+                self.notes = clear_leftovers(self)
+            except OSError as error:
+                unlock_run(self.path)
+                raise AttncliError(
+                    f"cannot clear what an interrupted write left in {self.path} "
+                    f"({error.strerror}: {error.filename}); remove it by hand"
+                ) from None
+        return taken
 
     def discard(self):
         """Give up the run; delete the folders `create` made if it holds no progress."""
