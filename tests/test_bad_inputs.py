@@ -57,3 +57,88 @@ def test_a_value_that_contains_itself_is_refused(tmp_path):
 def test_a_long_value_is_echoed_shortened(tmp_path, override):
     message = one_line_error(attncli("train", TINY, "--set", override, cwd=tmp_path))
     assert len(message) < 300 and ("…" in message or "..." in message), message
+
+
+# 5. Bad values of a configuration, refused before anything is written.
+
+
+@pytest.mark.parametrize("override, fragment", [
+    ("training.seed=-1", "Received: seed=-1"),
+    ("training.seed=4294967296", "Received: seed=4294967296"),
+    ("data.source_column=1", "two different columns"),
+    ("data.target_column=-1", "two different columns"),
+    ('name="a\\0b"', "name must be a plain folder name"),
+    ("name=" + "n" * 300, "at most 255 bytes"),
+])
+def test_a_bad_config_value_is_one_line_and_leaves_nothing(tmp_path, override, fragment):
+    message = one_line_error(attncli("train", TINY, "--set", override, cwd=tmp_path))
+    assert fragment in message and len(message) < 300, message
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_dir_under_a_file(tmp_path):
+    (tmp_path / "file").write_text("")
+    message = one_line_error(attncli("train", TINY, "--run-dir", "file/sub", cwd=tmp_path))
+    assert "a part of it is a file" in message
+
+
+# 5, 6. A damaged or mismatched model directory is named, never a traceback.
+
+
+def rewrite_json(path, change):
+    document = json.loads(path.read_text())
+    change(document)
+    path.write_text(json.dumps(document))
+
+
+def truncate(path, size):
+    path.write_bytes(path.read_bytes()[:size])
+
+
+DAMAGES = {
+    "truncated weights": (lambda m: truncate(m / "model.weights.h5", 5000),
+                          "cannot read the weights"),
+    "garbage weights": (lambda m: (m / "model.weights.h5").write_bytes(b"garbage" * 100),
+                        "cannot read the weights"),
+    "weights of another model": (
+        lambda m: rewrite_json(m / "config.json", lambda c: c["model"].update(units=64)),
+        "belongs to another model"),
+    "extra model key": (
+        lambda m: rewrite_json(m / "config.json", lambda c: c["model"].update(extra=1)),
+        "model.extra: unknown key"),
+    "extra key": (lambda m: rewrite_json(m / "config.json", lambda c: c.update(extra=1)),
+                  "unknown key 'extra'"),
+    "missing key": (lambda m: rewrite_json(m / "config.json", lambda c: c.pop("source_end")),
+                    "no 'source_end'"),
+    "model a list": (
+        lambda m: rewrite_json(m / "config.json", lambda c: c.update(model=[1])),
+        "model: expected a mapping"),
+    "metadata a list": (
+        lambda m: rewrite_json(m / "config.json", lambda c: c.update(metadata=[])),
+        "metadata a mapping"),
+    "tokenizer with an extra key": (
+        lambda m: rewrite_json(m / "source.tokenizer.json", lambda c: c.update(extra=1)),
+        "source.tokenizer.json is damaged (unknown key 'extra')"),
+    "tokenizer a list": (lambda m: (m / "target.tokenizer.json").write_text("[]"),
+                         "target.tokenizer.json is damaged"),
+    "target vocabulary shorter than the output layer": (
+        lambda m: truncate(m / "target.vocab.txt", 200),
+        "target.vocab.txt has"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_damaged_model_directory_is_one_line(run, damage):
+    change, fragment = DAMAGES[damage]
+    change(run / "model")
+    for command in (["translate", run, "Tengo hambre."], ["inspect-weights", run, "--params"]):
+        result = CliRunner().invoke(app, [str(arg) for arg in command])
+        assert fragment in one_line_error(result), result.stderr
+
+
+@pytest.mark.slow
+def test_a_damaged_model_is_one_line_from_the_command(run, tmp_path):
+    truncate(run / "model" / "model.weights.h5", 5000)
+    message = one_line_error(attncli("translate", run, "hola", cwd=tmp_path))
+    assert "model.weights.h5" in message and "truncated file" in message

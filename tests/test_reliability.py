@@ -103,6 +103,130 @@ def test_a_config_error_is_reported_before_tensorflow_is_imported(tmp_path):
 
 
 
+# 5. A full disk, a read-only folder, a model too large for memory.
+
+
+def in_namespace(script, cwd):
+    """Run the bash `script` as root of a user and mount namespace of its own, where it
+    may mount a small tmpfs (a disk that fills, a folder made read-only); skip the
+    test where the machine does not allow that."""
+    probe = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c",
+         "mount -t tmpfs -o size=1m tmpfs /mnt || mount -t tmpfs -o size=1m tmpfs /tmp"],
+        capture_output=True,
+    ) if shutil.which("unshare") else None
+    if probe is None or probe.returncode != 0:
+        pytest.skip("cannot mount a tmpfs in a user namespace here")
+    completed = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--mount", "bash", "-euc", script],
+        cwd=cwd, env=ENV, capture_output=True, text=True, timeout=900,
+    )
+    assert completed.returncode == 0, completed.stderr
+    return completed
+
+
+def attncli_line(*args):
+    """The shell words of `python -m attncli ARGS`."""
+    return " ".join([sys.executable, "-m", "attncli", *(f"'{arg}'" for arg in args)])
+
+
+@pytest.mark.slow
+def test_a_full_disk_keeps_the_last_checkpoint_and_resumes_from_it(trained, tmp_path):
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    resume = attncli_line("train", "--resume", "--run-dir", disk / "run",
+                          "--set", "training.epochs=2")
+    # A disk with the run and 200 KB free: the next checkpoint (650 KB) cannot be written.
+    in_namespace(f"""
+        mount -t tmpfs -o size=64m tmpfs {disk}
+        cp -r {trained} {disk}/run
+        used=$(df -k --output=used {disk} | tail -1)
+        mount -o remount,size=$((used + 200))k {disk}
+        {resume} > full.out 2> full.err || echo $? > full.rc
+        cp {disk}/run/checkpoints/checkpoint index.after
+        mount -o remount,size=64m {disk}
+        {resume} > resumed.out 2> resumed.err; echo $? > resumed.rc
+        cp {disk}/run/metrics.jsonl metrics.jsonl
+    """, cwd=tmp_path)
+    full = subprocess.CompletedProcess([], int((tmp_path / "full.rc").read_text()), "",
+                                       (tmp_path / "full.err").read_text())
+    message = one_line_error(full)
+    assert "no space left on the device" in message, message
+    newest = (trained / "checkpoints" / "checkpoint").read_text().split('"')[1]
+    assert f"the last complete checkpoint, {newest} (epoch 2, batch 0), and the best model " \
+           "are kept" in message, message
+    assert "attncli train --resume --run-dir" in message
+    assert (tmp_path / "index.after").read_text() == (trained / "checkpoints" / "checkpoint").read_text()
+    assert (tmp_path / "resumed.rc").read_text().strip() == "0", (tmp_path / "resumed.err").read_text()
+    resumed = (tmp_path / "resumed.err").read_text()
+    assert f"resuming from {disk}/run/checkpoints/{newest}: epoch 2, batch 0" in resumed
+    assert "_temp" in resumed  # the half-written checkpoint was found and removed
+    epochs = [json.loads(line)["epoch"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert epochs == [1, 2]
+
+
+@pytest.mark.slow
+def test_a_read_only_run_directory_is_one_line(trained, tmp_path):
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    commands = {
+        "resume": ("train", "--resume", "--run-dir", disk / "run"),
+        "overwrite": ("train", TINY, "--run-dir", disk / "run", "--overwrite"),
+        "new": ("train", TINY, "--run-dir", disk / "new"),
+        "empty": ("train", TINY, "--run-dir", disk / "empty"),
+    }
+    in_namespace(f"""
+        mount -t tmpfs -o size=64m tmpfs {disk}
+        cp -r {trained} {disk}/run
+        mkdir {disk}/empty
+        mount -o remount,ro {disk}
+    """ + "\n".join(
+        f"{attncli_line(*args)} 2> {name}.err || echo $? > {name}.rc"
+        for name, args in commands.items()
+    ), cwd=tmp_path)
+    for name in commands:
+        result = subprocess.CompletedProcess([], int((tmp_path / f"{name}.rc").read_text()), "",
+                                             (tmp_path / f"{name}.err").read_text())
+        assert "Read-only file system" in one_line_error(result), name
+
+
+@pytest.mark.slow
+def test_a_model_too_large_for_memory_is_refused_before_allocating(tmp_path):
+    result = attncli("train", TINY, "--run-dir", "runs/huge",
+                     "--set", "model.embedding_dim=1000000000", cwd=tmp_path)
+    message = one_line_error(result)
+    assert "too large for this machine" in message and "parameters" in message
+    assert list(tmp_path.iterdir()) == []  # the run directory it created is gone
+
+
+@pytest.mark.slow
+def test_a_failed_save_is_one_line_naming_what_is_kept(run, monkeypatch):
+    """The same, where no tmpfs can be mounted: TensorFlow's error injected into the save."""
+    import tensorflow as tf
+    from typer.testing import CliRunner
+
+    from attncli.cli.app import app
+
+    def full_disk(manager, *args, **kwargs):
+        raise tf.errors.ResourceExhaustedError(
+            None, None, f"{manager.directory}/ckpt-8_temp/part-00000-of-00001.data-00000-of-"
+            "00001.tempstate1; No space left on device [Op:SaveV2]"
+        )
+
+    index = (run / "checkpoints" / "checkpoint").read_text()
+    model = (run / "model" / "model.weights.h5").read_bytes()
+    monkeypatch.setattr(tf.train.CheckpointManager, "save", full_disk)
+    result = CliRunner().invoke(
+        app, ["train", "--resume", "--run-dir", str(run), "--set", "training.epochs=2"]
+    )
+    message = one_line_error(result)
+    newest = index.split('"')[1]
+    assert f"the last complete checkpoint, {newest} (epoch 2, batch 0), and the best model " \
+           "are kept" in message, message
+    assert (run / "checkpoints" / "checkpoint").read_text() == index
+    assert (run / "model" / "model.weights.h5").read_bytes() == model
+
+
 # 7. What a killed writer left is cleared at the next start, under the lock.
 
 

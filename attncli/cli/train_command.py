@@ -155,6 +155,7 @@ def _train(config, run, role, run_dir, data_dir, resume, console):
         ) from None
 
     from attncli.cli.progress import TrainingDisplay
+    from attncli.cli.train_failures import explain
     from attncli.training.trainer import Interrupted, Trainer
 
     import tensorflow as tf
@@ -184,6 +185,11 @@ def _train(config, run, role, run_dir, data_dir, resume, console):
                 "another worker of the cluster stopped answering; the checkpoints written "
                 f"so far are kept: start every worker again with {resume_command}"
             ) from None
+        except (OSError, tf.errors.OpError) as error:
+            failure = explain(error, run, resume_command)
+            if failure is None:
+                raise
+            raise failure from None
     if role is not None and not role.is_chief:
         return 0
     sys.stdout.write(json.dumps({"run": str(run.path), **summary}, indent=2) + "\n")

@@ -142,6 +142,16 @@ class DataConfig:
                 raise ValueError(
                     f"{name} must be a fraction in [0, 1) or a number of pairs, got {value}"
                 )
+        if self.source_column == self.target_column or min(
+            self.source_column, self.target_column
+        ) < 0:
+            raise ValueError(
+                "source_column and target_column must be two different columns, counted "
+                f"from 0. Received: source_column={self.source_column}, "
+                f"target_column={self.target_column}"
+            )
+        if self.split_seed < 0:
+            raise ValueError(f"split_seed must be >= 0. Received: split_seed={self.split_seed}")
         for name in ("max_length", "batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")

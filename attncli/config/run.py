@@ -16,6 +16,10 @@ from attncli.config.data import DataConfig
 from attncli.config.model import ModelConfig
 from attncli.config.search import SearchConfig
 from attncli.config.training import TrainingConfig
+from attncli.errors import shown
+
+# The longest file name most filesystems take (NAME_MAX).
+_NAME_BYTES = 255
 
 # Vocabulary sizes are facts of the data, not choices: they come from the vocabularies.
 _FROM_VOCABULARIES = ("source_vocab_size", "target_vocab_size")
@@ -31,7 +35,7 @@ class LoopConfig(TrainingConfig):
             once training has run this long. Defaults to None.
         patience: int or None, stop after this many evaluations without a better
             validation metric. Defaults to None (never stop early).
-        seed: int, seeds weights, dropout and data order. Defaults to 0.
+        seed: int in [0, 2**32 - 1], seeds weights, dropout and data order. Defaults to 0.
         checkpoint_every: int >= 1, steps between checkpoints (one is also written
             at the end of each epoch and on interruption). Defaults to 500.
         eval_sentences: int or None, distinct validation sources decoded for the
@@ -62,6 +66,11 @@ class LoopConfig(TrainingConfig):
 
     def __post_init__(self):
         super().__post_init__()
+        if not 0 <= self.seed < 2**32:
+            raise ValueError(
+                f"seed must be in [0, 2**32 - 1] (what TensorFlow and NumPy accept). "
+                f"Received: seed={self.seed}"
+            )
         for name in ("epochs", "checkpoint_every", "eval_beam_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -97,9 +106,14 @@ class RunConfig:
     decoding: SearchConfig = dataclasses.field(default_factory=SearchConfig)
 
     def __post_init__(self):
-        if not self.name or self.name in (".", "..") or "/" in self.name or "\\" in self.name:
+        if (
+            not self.name or self.name in (".", "..") or "/" in self.name or "\\" in self.name
+            or not self.name.isprintable()
+            or len(self.name.encode("utf-8", "surrogatepass")) > _NAME_BYTES
+        ):
             raise ValueError(
-                f"name must be a plain folder name (it names runs/NAME), got {self.name!r}"
+                "name must be a plain folder name (it names runs/NAME): printable, no / or "
+                f"\\, at most {_NAME_BYTES} bytes. Received: name={shown(self.name)}"
             )
 
     def model_config(self, source_vocab_size, target_vocab_size):

@@ -38,6 +38,7 @@ from attncli.errors import AttncliError
 from attncli.search.evaluation import evaluate_corpus
 from attncli.files import write_text_atomically
 from attncli.model.encoder_decoder import Seq2Seq
+from attncli.model.footprint import check_fits_in_memory
 from attncli.data.pipeline import PipelineStats, encode_pairs, epoch_batches
 from attncli.training.run_directory import write_json_atomically
 from attncli.model.saving import load_model, save_model
@@ -146,6 +147,7 @@ class Trainer:
         self.model_config = config.model_config(
             len(self.source_tokenizer.vocabulary), len(self.target_tokenizer.vocabulary)
         )
+        check_fits_in_memory(self.model_config, training.average_decay is not None)
         with self.strategy.scope():
             self.model = Seq2Seq(self.model_config)
             # Distributed, the train step clips the summed gradient itself.
