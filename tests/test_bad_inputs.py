@@ -142,3 +142,74 @@ def test_a_damaged_model_is_one_line_from_the_command(run, tmp_path):
     truncate(run / "model" / "model.weights.h5", 5000)
     message = one_line_error(attncli("translate", run, "hola", cwd=tmp_path))
     assert "model.weights.h5" in message and "truncated file" in message
+
+
+# 6. Inputs that were accepted silently or reported wrongly.
+
+
+def invoke(*args, input=None):
+    return CliRunner().invoke(app, [str(arg) for arg in args], input=input)
+
+
+@pytest.mark.parametrize("override, fragment", [
+    ("data.limit=-5", "Received: limit=-5"),
+    ("data.valid_size=0", "valid_size must be above 0 when there is no data.valid file"),
+])
+def test_a_bad_data_setting_is_refused_in_the_configuration(tmp_path, override, fragment):
+    message = one_line_error(attncli("train", TINY, "--set", override, cwd=tmp_path))
+    assert fragment in message, message
+
+
+@pytest.mark.slow
+def test_a_validation_split_that_rounds_to_nothing(tmp_path):
+    result = attncli("train", TINY, "--set", "data.valid_size=0.0001", cwd=tmp_path)
+    message = one_line_error(result)
+    assert "the validation split is empty (data.valid_size=0.0001 carves no pair" in message
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_skipped_lines_are_reported_once(tmp_path):
+    lines = ["Hola.\tHello."] * 200 + ["no tab here", "\tempty source"]
+    (tmp_path / "pairs.tsv").write_text("\n".join(lines) + "\n")
+    # A model too large stops the run right after the corpus is read and reported.
+    result = attncli("train", TINY, "--set", "data.format=tsv", "--set", "data.train=pairs.tsv",
+                     "--set", "model.embedding_dim=1000000000", cwd=tmp_path)
+    assert "too large" in one_line_error(result)
+    reports = [line for line in result.stderr.splitlines() if "pairs.tsv: 2 bad lines" in line]
+    assert len(reports) == 1 and reports[0].endswith("skipped"), result.stderr
+
+
+@pytest.mark.parametrize("command", [["inspect-weights", "RUN", "--params"], ["score-demo"]])
+def test_decimals_follow_one_rule(tmp_path, command):
+    command = [str(tmp_path) if arg == "RUN" else arg for arg in command]
+    for decimals in ("100000", "13", "-1"):
+        message = one_line_error(invoke(*command, "--decimals", decimals))
+        assert message == f"Error: --decimals {decimals} is out of range; use 0 to 12"
+    assert invoke("score-demo", "--decimals", "12").exit_code == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("alpha", ["nan", "inf", "-inf"])
+def test_a_length_penalty_that_is_not_a_number(run, alpha):
+    message = one_line_error(invoke("translate", run, "Hola.", "--alpha", alpha))
+    assert "alpha must be a finite number >= 0" in message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("step", ["0", "99"])
+def test_a_step_out_of_range_prints_no_table(run, step):
+    result = invoke("inspect-weights", run, "--text", "Hola.", "--step", step, "--params")
+    assert f"--step {step}" in one_line_error(result)
+    assert result.stdout == ""
+
+
+@pytest.mark.slow
+def test_a_byte_order_mark_is_not_part_of_the_first_sentence(run, tmp_path):
+    source = tmp_path / "input.txt"
+    source.write_bytes("\ufeffHola.\nAdiós.\n".encode("utf-8"))
+    result = invoke("translate", run, "--input", source, "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    first = json.loads(result.stdout.splitlines()[0])
+    assert first["source"] == "Hola."
+    assert "\ufeff" not in "".join(first["source_tokens"])

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from attncli.cli.render import check_decimals
 from attncli.config.schema import safe_load
 from attncli.errors import AttncliError, clipped, shown
 
@@ -306,8 +307,7 @@ def request_from_options(example="seq2seq", score=None, query=None, keys=None, v
                          window=None, decimals=4, output_format="table"):
     """Check the options of `score-demo` and read its inputs. `None` means not given."""
     check_choice("format", output_format, FORMATS)
-    if not 0 <= decimals <= 12:
-        raise AttncliError(f"--decimals {decimals} is out of range; use 0 to 12")
+    check_decimals(decimals)
     check_choice("example", example, EXAMPLES)
     if example == "self-attention":
         given = [name for name, value in (

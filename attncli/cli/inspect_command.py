@@ -21,6 +21,7 @@ from rich.text import Text
 
 from attncli.errors import AttncliError
 from attncli.cli.heatmap import heatmap_table, save_heatmap_png
+from attncli.cli.render import check_decimals
 
 
 def parameter_table(model, decimals=4):
@@ -51,6 +52,15 @@ def parameter_table(model, decimals=4):
     return table
 
 
+def check_step(step, hypothesis):
+    """Refuse a `--step` beyond the output tokens of `hypothesis`."""
+    if not 1 <= step <= len(hypothesis.tokens):
+        raise AttncliError(
+            f"--step {step} is out of range: the translation has "
+            f"{len(hypothesis.tokens)} output tokens (1..{len(hypothesis.tokens)})"
+        )
+
+
 def step_walk(loaded, translator, translation, hypothesis, step):
     """The attention computation of output token `step` (1-based), replayed.
 
@@ -65,11 +75,7 @@ def step_walk(loaded, translator, translation, hypothesis, step):
 
     from attncli.data.vocabulary import START
 
-    if not 1 <= step <= len(hypothesis.tokens):
-        raise AttncliError(
-            f"--step {step} is out of range: the translation has "
-            f"{len(hypothesis.tokens)} output tokens (1..{len(hypothesis.tokens)})"
-        )
+    check_step(step, hypothesis)
     model = loaded.model
     _, source_ids = translator.source_ids(tf.constant([translation.source]))
     memory, state = model.encode(source_ids)
@@ -149,8 +155,9 @@ def inspect(run_path, text, beam, png, step, params, decimals):
         )
     if beam is not None and beam < 1:
         raise AttncliError(f"--beam must be >= 1, got {beam}")
-    if decimals < 0:
-        raise AttncliError(f"--decimals must be >= 0, got {decimals}")
+    check_decimals(decimals)
+    if step is not None and step < 1:
+        raise AttncliError(f"--step counts output tokens from 1. Received: --step {step}")
     if png is not None:
         png = Path(png)
         if png.suffix.lower() != ".png":
@@ -163,18 +170,21 @@ def inspect(run_path, text, beam, png, step, params, decimals):
     from attncli.config.search import SearchConfig
 
     loaded = load_model(directory)
+    if text:
+        # The run's own search (as `translate` uses it), with --beam if given.
+        search = SearchConfig(**loaded.metadata.get("decoding", {}))
+        search = dataclasses.replace(search, beam_size=beam or search.beam_size, n_best=1)
+        translator = loaded.translator(search)
+        [translation] = translator.translate([text])
+        hypothesis = translation.hypotheses[0]
+        if step is not None:
+            check_step(step, hypothesis)  # before any table is printed
     # Piped output is not cut at 80 columns: the tables are the result.
     out = Console(width=None if sys.stdout.isatty() else 200)
     if params:
         out.print(parameter_table(loaded.model, decimals))
     if not text:
         return 0
-    # The run's own search (as `translate` uses it), with --beam if given.
-    search = SearchConfig(**loaded.metadata.get("decoding", {}))
-    search = dataclasses.replace(search, beam_size=beam or search.beam_size, n_best=1)
-    translator = loaded.translator(search)
-    [translation] = translator.translate([text])
-    hypothesis = translation.hypotheses[0]
     source_tokens = list(translation.source_tokens)
     out.print(f"{text}  →  {hypothesis.text}", highlight=False, markup=False)
     out.print(heatmap_table(

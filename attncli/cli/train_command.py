@@ -8,6 +8,7 @@ the chief trains in the run directory, every other worker in its own beside it
 
 import dataclasses
 import json
+import logging
 import shlex
 import signal
 import sys
@@ -101,6 +102,12 @@ def _worker_directory(run_dir):
         return Path(run_dir)
 
 
+def _quiet_corpus_warnings():
+    """The trainer reports skipped corpus lines through its display, once per file;
+    the reader's own warning (on the `attncli.data` logger) would repeat it."""
+    logging.getLogger("attncli.data").addHandler(logging.NullHandler())
+
+
 def train(config_path, overrides, run_dir, data_dir, resume, overwrite, console,
           load_tensorflow=None):
     """Run `attncli train`; returns the process exit code.
@@ -111,6 +118,7 @@ def train(config_path, overrides, run_dir, data_dir, resume, overwrite, console,
     folder behind.
     """
     config, run, role = resolve_run(config_path, overrides, run_dir, data_dir, resume, overwrite)
+    _quiet_corpus_warnings()
     try:
         if load_tensorflow is not None:
             load_tensorflow()

@@ -47,8 +47,9 @@ def split_lines(text):
 
 
 def _decode(data, where):
+    """UTF-8 text of `data`, without the byte order mark some editors put first."""
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as error:
         raise AttncliError(
             f"{where}: not UTF-8 text (byte {error.start}); convert it to UTF-8"

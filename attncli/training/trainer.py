@@ -135,10 +135,12 @@ class Trainer:
         self._agree = make_agreement(self.strategy)
         keras.utils.set_random_seed(config.training.seed)
         self.splits = read_splits(config.data, data_dir)
-        for corpus in (self.splits.train, self.splits.valid, self.splits.test):
-            report = corpus.report
-            if report is not None and report.bad_lines:
-                progress.message(report.summary())
+        # Splits carved from one file share its report: each file is reported once.
+        reports = {id(corpus.report): corpus.report
+                   for corpus in (self.splits.train, self.splits.valid, self.splits.test)
+                   if corpus.report is not None and corpus.report.bad_lines}
+        for report in reports.values():
+            progress.message(f"{report.summary()}; skipped")
         self.source_tokenizer, self.target_tokenizer = prepare_tokenizers(
             config, run, self.splits, resume
         )
