@@ -174,7 +174,7 @@ def test_printed_figures_equal_the_layer_output():
     weights, context = np.asarray(weights)[0, 0], np.asarray(context)[0, 0]
 
     result = invoke("score-demo", "--query", "1,2,0", "--keys", "1,0,1;0,1,1;1,1,0",
-                    "--score", "scaled-dot", "--format", "markdown", "--decimals", "3")
+                    "--score", "scaled_dot", "--format", "markdown", "--decimals", "3")
     assert result.exit_code == 0, result.output
     header = next(line for line in result.stdout.splitlines() if line.startswith("| s |"))
     columns = [cell.strip() for cell in header.strip("|").split("|")]
@@ -189,7 +189,7 @@ def test_printed_figures_equal_the_layer_output():
 
 
 def test_scaled_dot_divides_by_the_square_root_of_the_size():
-    document = demo_json("--score", "scaled-dot")
+    document = demo_json("--score", "scaled_dot")
     scores, weights, context = reference_attention(
         SEQ2SEQ_QUERY, SEQ2SEQ_KEYS, SEQ2SEQ_KEYS, scale=1 / math.sqrt(3)
     )
@@ -308,7 +308,7 @@ def write(tmp_path, text):
     [
         (["--keys", "0,1,1;5,0"], "row 2 has 2 numbers but row 1 has 3"),
         (["--query", "1,2"], "needs queries and keys of the same size"),
-        (["--score", "scaled-dot", "--keys", "1,2;3,4"], "query size 3 and key size 2"),
+        (["--score", "scaled_dot", "--keys", "1,2;3,4"], "query size 3 and key size 2"),
         (["--query", "1,x,3"], "--query: 'x' is not a number"),
         (["--keys", "1,nan,3"], "not a finite number"),
         (["--keys", "1,1e39,3"], "too large for float32"),
@@ -318,7 +318,7 @@ def write(tmp_path, text):
         (["--valid-length", "5"], "between 1 and 4"),
         (["--example", "transformer"],
          "unknown example 'transformer'; choose one of: seq2seq, self-attention"),
-        (["--score", "cosine"], "choose one of: dot, scaled-dot, general, concat, additive, "
+        (["--score", "cosine"], "choose one of: dot, scaled_dot, general, concat, additive, "
                                 "local-m, local-p"),
         (["--format", "html"], "choose one of: table, markdown, json"),
         (["--decimals", "-1"], "--decimals -1 is out of range"),

@@ -1,9 +1,13 @@
 import dataclasses
+import types
+import typing
 from typing import Literal
 
 import pytest
 import yaml
 
+from attncli.config.data import DataConfig, SideConfig
+from attncli.config.model import ModelConfig
 from attncli.config.schema import (
     ConfigError,
     apply_overrides,
@@ -12,6 +16,7 @@ from attncli.config.schema import (
     save_yaml,
     to_mapping,
 )
+from attncli.config.training import LoopConfig
 
 
 @dataclasses.dataclass
@@ -30,7 +35,7 @@ class Model:
 
     def __post_init__(self):
         if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+            raise ValueError(f"dropout must be in [0, 1). Received: dropout={self.dropout}")
 
 
 @dataclasses.dataclass
@@ -56,16 +61,26 @@ def test_nested_values_are_typed():
     "mapping, message",
     [
         ({"model": {"unit": 3}}, "model.unit: unknown key; allowed keys here: units,"),
-        ({"model": {"units": "many"}}, "model.units: got 'many'; expected an integer"),
-        ({"model": {"units": True}}, "model.units: got True; expected an integer"),
+        (
+            {"model": {"units": "many"}},
+            "model.units must be an integer. Received: model.units='many'",
+        ),
+        ({"model": {"units": True}}, "model.units must be an integer. Received: model.units=True"),
         (
             {"model": {"attention": {"score": "cosine"}}},
-            "model.attention.score: got 'cosine'; allowed values: dot, general",
+            "model.attention.score must be one of dot, general. "
+            "Received: model.attention.score='cosine'",
         ),
-        ({"model": {"layers": [1, "x"]}}, "model.layers[1]: got 'x'"),
-        ({"model": {"dropout": 1.5}}, "model: dropout must be in [0, 1), got 1.5"),
-        ({"bidirectional": "yes"}, "bidirectional: got 'yes'; expected true or false"),
-        ({"model": [1, 2]}, "model: expected a mapping"),
+        (
+            {"model": {"layers": [1, "x"]}},
+            "model.layers[1] must be an integer. Received: model.layers[1]='x'",
+        ),
+        ({"model": {"dropout": 1.5}}, "model: dropout must be in [0, 1). Received: dropout=1.5"),
+        (
+            {"bidirectional": "yes"},
+            "bidirectional must be true or false. Received: bidirectional='yes'",
+        ),
+        ({"model": [1, 2]}, "model must be a mapping of keys to values. Received: model=[1, 2]"),
     ],
 )
 def test_bad_values_name_the_full_key_path(mapping, message):
@@ -159,3 +174,38 @@ def test_a_key_that_is_a_list_is_a_one_line_error(tmp_path):
     path.write_text("? [a, b]\n: 1\n")
     with pytest.raises(ConfigError, match="complex.yaml: found unhashable key at line 1"):
         load_yaml(path)
+
+
+def test_allowed_values_are_read_from_the_literal_type():
+    @dataclasses.dataclass(frozen=True)
+    class WithRnn(ModelConfig):
+        cell: Literal["gru", "lstm", "rnn"] = "gru"
+
+    assert WithRnn(20, 20, cell="rnn").cell == "rnn"
+    with pytest.raises(ValueError, match=r"cell must be one of gru, lstm, rnn\. "
+                                         r"Received: cell='elman'"):
+        WithRnn(20, 20, cell="elman")
+    with pytest.raises(ConfigError, match=r"model\.cell must be one of gru, lstm, rnn\. "
+                                          r"Received: model\.cell='elman'"):
+        from_mapping(WithRnn, {"source_vocab_size": 20, "target_vocab_size": 20,
+                               "cell": "elman"}, "model")
+
+
+def literal_fields():
+    """`(dataclass, field name, allowed values)` of every `Literal` field of the sections."""
+    for cls in (DataConfig, SideConfig, ModelConfig, LoopConfig):
+        for name, annotation in typing.get_type_hints(cls).items():
+            options = typing.get_args(annotation) if typing.get_origin(annotation) in (
+                typing.Union, types.UnionType) else (annotation,)
+            literals = [o for o in options if typing.get_origin(o) is Literal]
+            if literals:
+                yield pytest.param(cls, name, typing.get_args(literals[0]),
+                                   id=f"{cls.__name__}.{name}")
+
+
+@pytest.mark.parametrize("cls, name, allowed", list(literal_fields()))
+def test_every_literal_field_is_checked_when_built_in_code(cls, name, allowed):
+    required = {"source_vocab_size": 20, "target_vocab_size": 20} if cls is ModelConfig else {}
+    message = rf"{name} must be one of {', '.join(allowed)}( or null)?\. Received: {name}='bogus'"
+    with pytest.raises(ValueError, match=message):
+        cls(**required, **{name: "bogus"})

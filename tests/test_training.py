@@ -24,6 +24,7 @@ from attncli.training.steps import (
     smoothed_cross_entropy,
 )
 from attncli.config.training import TrainingConfig
+from attncli.data.vocabulary import PAD, START
 
 SOURCE = tf.constant([[5, 6, 7, 8, 9], [10, 11, 12, 0, 0], [13, 0, 0, 0, 0]])
 TARGET_IN = tf.constant([[2, 5, 6, 7], [2, 8, 9, 0], [2, 10, 11, 12]])
@@ -43,27 +44,53 @@ def small_model(**options):
     ))
 
 
+def smoothed_target(labels, vocab, smoothing):
+    """`(1 - e) * onehot(y)`, plus `e` spread evenly over the tokens search may emit:
+    every id but PAD and START."""
+    emitted = np.ones(vocab, dtype=bool)
+    emitted[[PAD, START]] = False
+    target = np.where(emitted, smoothing / emitted.sum(), 0.0)[None].repeat(len(labels), 0)
+    target[np.arange(len(labels)), labels] += 1.0 - smoothing
+    return target
+
+
 def numpy_smoothed_cross_entropy(logits, labels, smoothing):
     shifted = logits - logits.max(axis=-1, keepdims=True)
     log_probs = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
-    vocab = logits.shape[-1]
-    target = np.full(logits.shape, smoothing / vocab)
-    target[np.arange(len(labels)), labels] += 1.0 - smoothing
-    return -(target * log_probs).sum(axis=-1)
+    return -(smoothed_target(labels, logits.shape[-1], smoothing) * log_probs).sum(axis=-1)
+
+
+def emitted_labels(rng, size, vocab):
+    """Labels as the data has them: never PAD or START."""
+    return rng.choice([v for v in range(vocab) if v not in (PAD, START)], size=size)
 
 
 @pytest.mark.parametrize("smoothing", [0.0, 0.1, 0.3])
 def test_smoothed_cross_entropy_equals_numpy_and_keras(smoothing):
     rng = np.random.default_rng(0)
     logits = rng.normal(size=(7, 11)).astype("float32") * 3
-    labels = rng.integers(0, 11, size=7).astype("int32")
+    labels = emitted_labels(rng, 7, 11).astype("int32")
     ours = smoothed_cross_entropy(tf.constant(logits), tf.constant(labels), smoothing).numpy()
     np.testing.assert_allclose(ours, numpy_smoothed_cross_entropy(logits, labels, smoothing),
                                rtol=1e-5)
-    keras_loss = keras.losses.CategoricalCrossentropy(
-        from_logits=True, label_smoothing=smoothing, reduction=None
-    )(np.eye(11)[labels], logits)
+    keras_loss = keras.losses.CategoricalCrossentropy(from_logits=True, reduction=None)(
+        smoothed_target(labels, 11, smoothing), logits
+    )
     np.testing.assert_allclose(ours, keras.ops.convert_to_numpy(keras_loss), rtol=1e-5)
+
+
+def test_smoothing_gives_no_mass_to_pad_and_start():
+    # d CE / d z = softmax(z) - q, so the gradient gives back the target q.
+    rng = np.random.default_rng(1)
+    logits = tf.constant(rng.normal(size=(5, 9)).astype("float32"))
+    labels = emitted_labels(rng, 5, 9).astype("int32")
+    with tf.GradientTape() as tape:
+        tape.watch(logits)
+        loss = tf.reduce_sum(smoothed_cross_entropy(logits, tf.constant(labels), 0.2))
+    target = (tf.nn.softmax(logits) - tape.gradient(loss, logits)).numpy()
+    np.testing.assert_allclose(target[:, [PAD, START]], 0.0, atol=1e-6)
+    np.testing.assert_allclose(target.sum(axis=-1), 1.0, rtol=1e-6)
+    np.testing.assert_allclose(target[np.arange(5), labels], 0.8 + 0.2 / 7, rtol=1e-6)
 
 
 def gradients(model, **loss_options):
@@ -170,6 +197,15 @@ def test_schedules_follow_their_formulas():
     assert optimizer.global_clipnorm == 2.0
     # Step 0 of a 4-step warmup to the default 1e-3.
     np.testing.assert_allclose(float(optimizer.learning_rate), 1e-3 / 4, rtol=1e-6)
+
+
+def test_the_config_states_the_schedules_formulas():
+    # The formulas test_schedules_follow_their_formulas checks the code against.
+    documented = " ".join(TrainingConfig.__doc__.split())
+    for formula in ("learning_rate * (step + 1) / warmup_steps",
+                    "learning_rate * sqrt(warmup_steps / (step + 1))",
+                    "learning_rate * decay_rate ** ((step - warmup_steps) / decay_steps)"):
+        assert formula in documented
 
 
 def test_weight_average_follows_its_formula():

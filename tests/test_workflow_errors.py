@@ -87,7 +87,8 @@ def test_train_unknown_key_names_its_path(tmp_path, monkeypatch):
 
 def test_train_bad_override_value(tmp_path, monkeypatch):
     result = run("train", "--set", "training.epochs=many", cwd=tmp_path, monkeypatch=monkeypatch)
-    assert "training.epochs: got 'many'; expected an integer" in one_line_error(result)
+    assert ("training.epochs must be an integer. Received: training.epochs='many'"
+            in one_line_error(result))
     result = run("train", "--set", "data.source.level=bytes", cwd=tmp_path,
                  monkeypatch=monkeypatch)
     assert "data.source.level" in one_line_error(result)

@@ -16,6 +16,7 @@ import typer
 from typer.core import TyperGroup
 
 from attncli.errors import AttncliError
+from attncli.scores import DEMO_SCORES
 
 _DEBUG = "attncli.debug"
 
@@ -115,8 +116,7 @@ def score_demo(
     score: Annotated[
         str | None,
         typer.Option(
-            help="Score function: dot, scaled-dot, general, concat, additive, local-m, "
-            "local-p.",
+            help=f"Score function: {', '.join(DEMO_SCORES)}.",
             show_default="dot",
         ),
     ] = None,
@@ -231,7 +231,8 @@ def train(
     from attncli.cli.train_command import train as run_training
 
     code = run_training(
-        config, overrides or [], run_dir, data_dir, resume, overwrite, _stderr_console(),
+        config_path=config, overrides=overrides or [], run_dir=run_dir, data_dir=data_dir,
+        resume=resume, overwrite=overwrite, console=_stderr_console(),
         load_tensorflow=lambda: _load_tensorflow(ctx),
     )
     raise typer.Exit(code=code)
@@ -271,8 +272,9 @@ def translate(
     from attncli.cli.translate_command import translate as run_translation
 
     run_translation(
-        run, texts or [], input_file, beam, alpha, n_best, output_format, reference,
-        batch_size, _stderr_console(),
+        run_path=run, texts=texts or [], input_file=input_file, beam=beam, alpha=alpha,
+        n_best=n_best, output_format=output_format, reference=reference,
+        batch_size=batch_size, console=_stderr_console(),
     )
 
 
@@ -303,4 +305,5 @@ def inspect_weights(
     _load_tensorflow(ctx)
     from attncli.cli.inspect_command import inspect
 
-    inspect(run, text, beam, png, step, params, decimals)
+    inspect(run_path=run, text=text, beam=beam, png=png, step=step, params=params,
+            decimals=decimals)

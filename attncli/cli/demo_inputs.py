@@ -14,15 +14,9 @@ import yaml
 from attncli.cli.render import check_decimals
 from attncli.config.schema import safe_load
 from attncli.errors import AttncliError, clipped, shown
+from attncli.scores import ALIGNMENTS, DEMO_SCORES, SCORES
 
 EXAMPLES = ("seq2seq", "self-attention")
-
-# Luong's dot, general and concat scores, Bahdanau's additive one, the scaled dot
-# product of the Transformer, and Luong's local attention (on the dot score).
-SCORES = ("dot", "scaled-dot", "general", "concat", "additive", "local-m", "local-p")
-
-# Scores that take the inner product of query and key, so both need the same size.
-SAME_SIZE_SCORES = ("dot", "scaled-dot", "local-m", "local-p")
 
 FORMATS = ("table", "markdown", "json")
 
@@ -215,7 +209,8 @@ def load_input_file(path):
         isinstance(valid_length, bool) or not isinstance(valid_length, int)
     ):
         raise AttncliError(
-            f"{path}: valid_length must be a whole number, got {shown(valid_length)}"
+            f"{path}: valid_length must be a whole number. "
+            f"Received: valid_length={shown(valid_length)}"
         )
     parameters = document.get("parameters") or {}
     if not isinstance(parameters, dict):
@@ -291,14 +286,38 @@ def resolve_inputs(query=None, keys=None, values=None, input_file=None,
     )
 
 
+def score_and_alignment(name):
+    """The score function and alignment that the demo's score `name` stands for:
+    `("dot", "local-m")` for `local-m`, `(name, "global")` for a score function."""
+    return ("dot", name) if name in ALIGNMENTS else (name, "global")
+
+
+def _takes_units(name):
+    score, alignment = score_and_alignment(name)
+    return SCORES[score].takes_units or ALIGNMENTS[alignment].takes_units
+
+
+def _takes_window(name):
+    return ALIGNMENTS[score_and_alignment(name)[1]].local
+
+
+def _same_size(name):
+    return SCORES[score_and_alignment(name)[0]].same_size
+
+
+def _either(names):
+    return f"{', '.join(names[:-1])} or {names[-1]}"
+
+
 def check_sizes(score, inputs):
     """Fail if `score` cannot combine queries and keys of these sizes."""
     query_size, key_size = inputs.query.shape[1], inputs.keys.shape[1]
-    if score in SAME_SIZE_SCORES and query_size != key_size:
+    if _same_size(score) and query_size != key_size:
+        others = [name for name in SCORES if not _same_size(name)]
         raise AttncliError(
-            f"the {score} score needs queries and keys of the same size, got query size "
-            f"{query_size} and key size {key_size}; use --score general, concat or additive "
-            f"for different sizes"
+            f"the {score} score needs queries and keys of the same size; use --score "
+            f"{_either(others)} for different sizes. Received: query size {query_size} "
+            f"and key size {key_size}"
         )
 
 
@@ -322,16 +341,14 @@ def request_from_options(example="seq2seq", score=None, query=None, keys=None, v
             )
         return DemoRequest(example, "dot", None, decimals=decimals,
                            output_format=output_format)
-    score = check_choice("score", score or "dot", SCORES)
-    for name, value, scores in (("--units", units, ("concat", "additive", "local-p")),
-                                ("--window", window, ("local-m", "local-p"))):
-        if value is not None and score not in scores:
-            raise AttncliError(
-                f"{name} applies to --score {', '.join(scores[:-1])} or {scores[-1]}, "
-                f"not {score}"
-            )
+    score = check_choice("score", score or "dot", DEMO_SCORES)
+    for name, value, applies in (("--units", units, _takes_units),
+                                 ("--window", window, _takes_window)):
+        if value is not None and not applies(score):
+            scores = [other for other in DEMO_SCORES if applies(other)]
+            raise AttncliError(f"{name} applies to --score {_either(scores)}, not {score}")
         if value is not None and value < 1:
-            raise AttncliError(f"{name} must be at least 1, got {value}")
+            raise AttncliError(f"{name} must be at least 1. Received: {name}={value}")
     inputs = resolve_inputs(query, keys, values, input_file, valid_length)
     check_sizes(score, inputs)
     return DemoRequest(example, score, inputs, seed=0 if seed is None else seed,

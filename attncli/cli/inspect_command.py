@@ -143,7 +143,7 @@ def step_table(walk, step, score_name, decimals=4):
     return table
 
 
-def inspect(run_path, text, beam, png, step, params, decimals):
+def inspect(*, run_path, text, beam, png, step, params, decimals):
     """Run `attncli inspect-weights`; returns the process exit code."""
     from attncli.cli.translate_command import model_directory
 
@@ -154,10 +154,10 @@ def inspect(run_path, text, beam, png, step, params, decimals):
             "nothing to inspect: give --text \"SENTENCE\" (with --png or --step) and/or --params"
         )
     if beam is not None and beam < 1:
-        raise AttncliError(f"--beam must be >= 1, got {beam}")
+        raise AttncliError(f"--beam must be >= 1. Received: --beam={beam}")
     check_decimals(decimals)
     if step is not None and step < 1:
-        raise AttncliError(f"--step counts output tokens from 1. Received: --step {step}")
+        raise AttncliError(f"--step counts output tokens from 1. Received: --step={step}")
     if png is not None:
         png = Path(png)
         if png.suffix.lower() != ".png":

@@ -12,37 +12,27 @@ from dataclasses import dataclass, field
 import keras
 import numpy as np
 
-from attncli.cli.demo_inputs import SELF_ATTENTION, SEQ2SEQ, ArticleFigures, DemoInputs
-from attncli.errors import AttncliError
-from layers import (
-    BahdanauAttention,
-    DotProductAttention,
-    LuongAttention,
-    ScaledDotSelfAttention,
-    masked_softmax,
-    sequence_mask,
+from attncli.cli.demo_inputs import (
+    SELF_ATTENTION,
+    SEQ2SEQ,
+    ArticleFigures,
+    DemoInputs,
+    score_and_alignment,
 )
+from attncli.errors import AttncliError
+from attncli.scores import ALIGNMENTS, SCORES, make_attention
+from layers import ScaledDotSelfAttention, masked_softmax, sequence_mask
 
 # The half-width of the local window when --window is not given: small enough that
 # the window leaves keys out of the worked example's four.
 DEFAULT_WINDOW = 1
 
-# Matrices are in Keras's (input, output) layout, as the layers store them: `k W_a`
-# is the paper's `W_a h̄_s`.
-FORMULAS = {
-    "dot": "score(q, k) = q · k",
-    "scaled-dot": "score(q, k) = q · k / √d",
-    "general": "score(q, k) = q · (k W_a)",
-    "concat": "score(q, k) = v_a · tanh(q W_a[:d_q] + k W_a[d_q:])",
-    "additive": "score(q, k) = v · tanh(q W_q + k W_k)",
-    "local-m": "score(q, k) = q · k for the keys with |s - p_t| <= D, p_t = t",
-    "local-p": "score(q, k) = q · k for the keys with |s - p_t| <= D, "
-               "p_t = (S - 1) sigmoid(v_p · tanh(q W_p)); "
-               "weight = softmax × exp(-(s - p_t)² / (2σ²)), σ = D / 2",
-}
 
-# What `project_keys` computes, for the scores where it is not the identity.
-PROJECTED_KEYS = {"general": "k W_a", "concat": "k W_a[d_q:]", "additive": "k W_k"}
+def formula(name):
+    """The demo score `name` written out: its score function, then the keys its
+    alignment keeps (`attncli.scores`)."""
+    score, alignment = score_and_alignment(name)
+    return " ".join(filter(None, (SCORES[score].formula, ALIGNMENTS[alignment].window)))
 
 
 @dataclass(frozen=True)
@@ -113,9 +103,15 @@ def walk_score(score, inputs, seed=0, units=None, window=None):
     `keras.utils.set_random_seed(seed)`. `units` and `window` go to the layers that
     take them; local attention's window defaults to `DEFAULT_WINDOW`.
     """
-    if score in ("local-m", "local-p"):
+    score_function, alignment = score_and_alignment(score)
+    if ALIGNMENTS[alignment].local:
         window = window or DEFAULT_WINDOW
-    layer = _make_layer(score, units, window, inputs.query.shape[1])
+    if score_function == "additive":
+        # BahdanauAttention has no default hidden size; the demo's is the query's.
+        units = units or inputs.query.shape[1]
+    # A global alignment ignores the window; the layer still wants a valid one.
+    layer = make_attention(score_function, alignment, window=window or DEFAULT_WINDOW,
+                           units=units)
     query, keys, values = (
         keras.ops.convert_to_tensor(array[None])
         for array in (inputs.query, inputs.keys, inputs.values)
@@ -140,17 +136,18 @@ def walk_score(score, inputs, seed=0, units=None, window=None):
     softmax = masked_softmax(scores, allowed)
 
     window_centres = gaussian = None
-    if score in ("local-m", "local-p"):
+    if ALIGNMENTS[alignment].local:
         window_centres = _first(layer.aligned_positions(query, keys, value_mask))
-    if score == "local-p":
+    if alignment == "local-p":
         gaussian = _first(layer.reweight(keras.ops.ones_like(softmax), query, keys, value_mask))
     weights = _first(weights)
+    projection = SCORES[score_function].projection
     from_example = _same_inputs(inputs, SEQ2SEQ.inputs)
     matches_article = from_example and score == "dot" and inputs.valid_length is None
     return Walk(
         example="seq2seq",
         score=score,
-        formula=FORMULAS[score],
+        formula=formula(score),
         inputs=inputs,
         parameters=parameters,
         scores=_first(scores),
@@ -159,8 +156,8 @@ def walk_score(score, inputs, seed=0, units=None, window=None):
         weights=weights,
         weighted_values=weights[:, :, None] * inputs.values[None, :, :],
         context=_first(context),
-        projected_keys=_first(projected_keys) if score in PROJECTED_KEYS else None,
-        projection=PROJECTED_KEYS.get(score),
+        projected_keys=_first(projected_keys) if projection is not None else None,
+        projection=projection,
         window=window,
         window_centres=window_centres,
         gaussian=gaussian,
@@ -186,7 +183,7 @@ def walk_self_attention():
     return Walk(
         example="self-attention",
         score="dot",
-        formula="score(q, k) = q · k",
+        formula=SCORES["dot"].formula,
         inputs=DemoInputs(query=_first(queries), keys=_first(keys), values=values),
         parameters=parameters,
         scores=_first(scores),
@@ -199,16 +196,6 @@ def walk_self_attention():
         article=example.article,
         inputs_name="the self-attention example of design note 002",
     )
-
-
-def _make_layer(score, units, window, query_size):
-    if score in ("dot", "scaled-dot"):
-        return DotProductAttention(use_scale=score == "scaled-dot")
-    if score in ("general", "concat"):
-        return LuongAttention(score=score, units=units)
-    if score == "additive":
-        return BahdanauAttention(units=units or query_size)
-    return LuongAttention(score="dot", alignment=score, window=window, units=units)
 
 
 def _use_parameters(layer, score, given):

@@ -108,7 +108,7 @@ def _quiet_corpus_warnings():
     logging.getLogger("attncli.data").addHandler(logging.NullHandler())
 
 
-def train(config_path, overrides, run_dir, data_dir, resume, overwrite, console,
+def train(*, config_path, overrides, run_dir, data_dir, resume, overwrite, console,
           load_tensorflow=None):
     """Run `attncli train`; returns the process exit code.
 
@@ -117,7 +117,10 @@ def train(config_path, overrides, run_dir, data_dir, resume, overwrite, console,
     reported at once. A new run that fails before it has learnt anything leaves no
     folder behind.
     """
-    config, run, role = resolve_run(config_path, overrides, run_dir, data_dir, resume, overwrite)
+    config, run, role = resolve_run(
+        config_path, overrides, run_dir=run_dir, data_dir=data_dir, resume=resume,
+        overwrite=overwrite,
+    )
     _quiet_corpus_warnings()
     try:
         if load_tensorflow is not None:

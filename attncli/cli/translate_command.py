@@ -177,7 +177,7 @@ def reference_scores(task, results, references):
     return f"BLEU {scores.bleu:.2f}  chrF {scores.chrf:.2f}  ({scores.bleu_signature})"
 
 
-def translate(run_path, texts, input_file, beam, alpha, n_best, output_format, reference,
+def translate(*, run_path, texts, input_file, beam, alpha, n_best, output_format, reference,
               batch_size, console):
     """Run `attncli translate`; returns the process exit code."""
     if output_format not in FORMATS:
@@ -185,7 +185,7 @@ def translate(run_path, texts, input_file, beam, alpha, n_best, output_format, r
             f"--format {output_format!r} is not a format; choose one of {', '.join(FORMATS)}"
         )
     if batch_size < 1:
-        raise AttncliError(f"--batch-size must be >= 1, got {batch_size}")
+        raise AttncliError(f"--batch-size must be >= 1. Received: --batch-size={batch_size}")
     directory = model_directory(run_path)
     lines = read_sentences(texts, input_file)
     references = read_references(reference, len(lines)) if reference is not None else None

@@ -7,6 +7,7 @@ import dataclasses
 from pathlib import Path
 from typing import Literal
 
+from attncli.config.schema import check_choices
 from attncli.errors import DataError
 
 @dataclasses.dataclass(frozen=True)
@@ -35,15 +36,16 @@ class SideConfig:
     min_count: int = 1
 
     def __post_init__(self):
+        check_choices(self)
         if self.vocab_size is not None and self.vocab_size < 5:
             raise ValueError(
-                f"vocab_size must be at least 5 (4 reserved tokens and one more), got "
-                f"{self.vocab_size}"
+                "vocab_size must be at least 5 (4 reserved tokens and one more). "
+                f"Received: vocab_size={self.vocab_size}"
             )
         if self.level == "subword" and self.vocab_size is None:
-            raise ValueError("level 'subword' needs a vocab_size")
+            raise ValueError("level 'subword' needs a vocab_size. Received: vocab_size=None")
         if self.min_count < 1:
-            raise ValueError(f"min_count must be >= 1, got {self.min_count}")
+            raise ValueError(f"min_count must be >= 1. Received: min_count={self.min_count}")
 
     def tokenizer(self):
         """A `Tokenizer` with these settings (no vocabulary yet)."""
@@ -125,6 +127,7 @@ class DataConfig:
     bucketing: bool = True
 
     def __post_init__(self):
+        check_choices(self)
         if self.format != "bundled" and self.train is None:
             raise ValueError(f"format {self.format!r} needs a train file (data.train)")
         if self.format == "bundled":
@@ -140,7 +143,8 @@ class DataConfig:
             value = getattr(self, name)
             if value < 0 or (isinstance(value, float) and value >= 1):
                 raise ValueError(
-                    f"{name} must be a fraction in [0, 1) or a number of pairs, got {value}"
+                    f"{name} must be a fraction in [0, 1) or a number of pairs. "
+                    f"Received: {name}={value}"
                 )
         if self.source_column == self.target_column or min(
             self.source_column, self.target_column
@@ -164,7 +168,7 @@ class DataConfig:
             )
         for name in ("max_length", "batch_size"):
             if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+                raise ValueError(f"{name} must be >= 1. Received: {name}={getattr(self, name)}")
         if self.tokens_per_batch is not None and not self.bucketing:
             raise ValueError("tokens_per_batch needs bucketing: true")
 

@@ -6,9 +6,8 @@ No TensorFlow here: a configuration can be read and checked before the model is 
 import dataclasses
 from typing import Literal
 
-SCORES = ("dot", "scaled_dot", "general", "concat", "additive")
-# The scores LuongAttention implements; only these combine with local alignment.
-LUONG_SCORES = ("dot", "general", "concat")
+from attncli.config.schema import check_choices
+from attncli.scores import ALIGNMENTS, LOCAL_SCORES, SCORES, AlignmentName, ScoreName
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,10 +39,10 @@ class ModelConfig:
             RNN with the input embedding) or `"luong"` (RNN first, its output is the
             query, `h~ = tanh(W_c [c; h])` feeds the output layer). Defaults to
             `"luong"`.
-        score: `"dot"`, `"scaled_dot"`, `"general"`, `"concat"` or `"additive"`.
-            Defaults to `"general"`.
-        alignment: `"global"`, `"local-m"` or `"local-p"` (Luong's scores only).
-            Defaults to `"global"`.
+        score: `"dot"`, `"scaled_dot"`, `"general"`, `"concat"` or `"additive"`
+            (`attncli.scores.SCORES`). Defaults to `"general"`.
+        alignment: `"global"`, `"local-m"` or `"local-p"` (Luong's scores only;
+            `attncli.scores.ALIGNMENTS`). Defaults to `"global"`.
         window: int, the half-width D of local attention. Defaults to 10.
         attention_units: int or None, hidden size of the concat and additive
             scores and of local-p's position predictor. Defaults to None (= `units`).
@@ -64,8 +63,8 @@ class ModelConfig:
     merge_mode: Literal["sum", "concat"] = "sum"
     bridge: Literal["dense", "zeros", "copy"] = "dense"
     decoder: Literal["bahdanau", "luong"] = "luong"
-    score: Literal["dot", "scaled_dot", "general", "concat", "additive"] = "general"
-    alignment: Literal["global", "local-m", "local-p"] = "global"
+    score: ScoreName = "general"
+    alignment: AlignmentName = "global"
     window: int = 10
     attention_units: int | None = None
     input_feeding: bool = False
@@ -83,20 +82,7 @@ class ModelConfig:
                 raise ValueError(
                     f"{name} must be a positive integer. Received: {name}={getattr(self, name)}"
                 )
-        choices = {
-            "cell": ("gru", "lstm"),
-            "merge_mode": ("sum", "concat"),
-            "bridge": ("dense", "zeros", "copy"),
-            "decoder": ("bahdanau", "luong"),
-            "score": SCORES,
-            "alignment": ("global", "local-m", "local-p"),
-        }
-        for name, allowed in choices.items():
-            if getattr(self, name) not in allowed:
-                raise ValueError(
-                    f"{name} must be one of {', '.join(allowed)}. "
-                    f"Received: {name}={getattr(self, name)!r}"
-                )
+        check_choices(self)
         if self.attention_units is not None and self.attention_units < 1:
             raise ValueError(
                 "attention_units must be a positive integer or None. "
@@ -104,26 +90,30 @@ class ModelConfig:
             )
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1). Received: dropout={self.dropout}")
-        if self.alignment != "global" and self.score not in LUONG_SCORES:
+        if ALIGNMENTS[self.alignment].local and self.score not in LOCAL_SCORES:
             raise ValueError(
                 f"alignment={self.alignment!r} needs one of Luong's scores "
-                f"({', '.join(LUONG_SCORES)}). Received: score={self.score!r}"
+                f"({', '.join(LOCAL_SCORES)}). Received: score={self.score!r}"
             )
         if self.input_feeding and self.decoder != "luong":
             raise ValueError(
                 "input_feeding applies to the luong decoder only. "
                 f"Received: decoder={self.decoder!r}"
             )
-        if self.score in ("dot", "scaled_dot") and self.memory_dim != self.units:
+        if SCORES[self.score].same_size and self.memory_dim != self.units:
             raise ValueError(
-                f"score={self.score!r} compares the decoder state ({self.units}) with "
-                f"the encoder outputs ({self.memory_dim}) directly, so they must have "
-                "the same size; use merge_mode='sum' or another score"
+                f"score={self.score!r} compares the decoder state with the encoder "
+                "outputs directly, so they must have the same size; use "
+                "merge_mode='sum' or another score. Received: "
+                f"units={self.units} and encoder outputs of {self.memory_dim} "
+                f"(merge_mode={self.merge_mode!r})"
             )
         if self.bridge == "copy" and self.memory_dim != self.units:
             raise ValueError(
-                f"bridge='copy' needs the encoder's final state ({self.memory_dim}) to "
-                f"have the decoder's size ({self.units}); use bridge='dense'"
+                "bridge='copy' needs the encoder's final state to have the decoder's "
+                "size; use bridge='dense'. Received: "
+                f"units={self.units} and encoder states of {self.memory_dim} "
+                f"(merge_mode={self.merge_mode!r})"
             )
 
     @property

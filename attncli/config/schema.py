@@ -12,6 +12,7 @@ the message is reported with the dataclass's path.
 """
 
 import dataclasses
+import functools
 import re
 import types
 import typing
@@ -150,7 +151,7 @@ def from_mapping(cls, mapping, path=""):
         mapping = {}
     if not isinstance(mapping, dict):
         raise ConfigError(
-            f"{where}: expected a mapping of keys to values, got {_describe(mapping)}"
+            f"{where} must be a mapping of keys to values. {_received(path, mapping)}"
         )
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     unknown = [key for key in mapping if key not in fields]
@@ -202,8 +203,8 @@ def load_yaml(path):
         return {}
     if not isinstance(mapping, dict):
         raise ConfigError(
-            f"{path}: expected a mapping of sections at the top, got "
-            f"{_describe(mapping)}"
+            f"{path}: expected a mapping of sections at the top. "
+            f"{_received('', mapping)}"
         )
     return mapping
 
@@ -263,8 +264,7 @@ def _convert(annotation, value, path):
         return from_mapping(annotation, value, path)
     if origin is typing.Literal:
         if value not in arguments:
-            allowed = ", ".join(str(a) for a in arguments)
-            raise ConfigError(f"{path}: got {shown(value)}; allowed values: {allowed}")
+            raise ConfigError(_must_be(path, _expected(annotation), value))
         return value
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in arguments:
@@ -277,33 +277,73 @@ def _convert(annotation, value, path):
                 return _convert(option, value, path)
             except ConfigError:
                 continue
-        expected = " or ".join(_type_name(option) for option in options)
-        raise ConfigError(f"{path}: got {_describe(value)}; expected {expected}")
+        expected = " or ".join(_expected(option) for option in options)
+        raise ConfigError(_must_be(path, expected, value))
     if origin in (list, tuple):
         if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{path}: got {_describe(value)}; expected a list")
+            raise ConfigError(_must_be(path, "a list", value))
         item_type = arguments[0] if arguments else typing.Any
         items = [_convert(item_type, item, f"{path}[{i}]") for i, item in enumerate(value)]
         return tuple(items) if origin is tuple else items
     if annotation is typing.Any:
         return value
-    if annotation is bool:
-        if not isinstance(value, bool):
-            raise ConfigError(f"{path}: got {_describe(value)}; expected true or false")
-        return value
-    if annotation is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{path}: got {_describe(value)}; expected an integer")
-        return value
-    if annotation is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{path}: got {_describe(value)}; expected a number")
-        return float(value)
-    if annotation is str:
-        if not isinstance(value, str):
-            raise ConfigError(f"{path}: got {_describe(value)}; expected a string")
-        return value
+    if annotation in _SCALARS:
+        accepted, _ = _SCALARS[annotation]
+        if not isinstance(value, accepted) or (isinstance(value, bool) and annotation is not bool):
+            raise ConfigError(_must_be(path, _expected(annotation), value))
+        return float(value) if annotation is float else value
     raise TypeError(f"{path}: unsupported field type {annotation!r}")
+
+
+# The scalar field types: the Python types a YAML value may have, and their name in
+# messages. `bool` is an `int` in Python but never a valid integer or number here.
+_SCALARS = {
+    bool: (bool, "true or false"),
+    int: (int, "an integer"),
+    float: ((int, float), "a number"),
+    str: (str, "a string"),
+}
+
+
+def check_choices(config):
+    """Check every `Literal` field of dataclass instance `config` against its type.
+
+    A dataclass calls it from `__post_init__`, so that one built in code is held to
+    the values its annotations allow, as one read by `from_mapping` is: the allowed
+    values are written once, in the annotation.
+
+    Raises:
+        ValueError: `"NAME must be one of A, B. Received: NAME=VALUE"`.
+    """
+    for name, allowed in _choices(type(config)).items():
+        value = getattr(config, name)
+        if value not in allowed:
+            raise ValueError(_must_be(name, _expected(typing.Literal[allowed]), value))
+
+
+@functools.cache
+def _choices(cls):
+    """`{field name: allowed values}` of the fields of `cls` typed `Literal[...]`
+    (or `Literal[...] | None`, where None is allowed too)."""
+    choices = {}
+    for name, annotation in typing.get_type_hints(cls).items():
+        options = (
+            typing.get_args(annotation)
+            if typing.get_origin(annotation) in (typing.Union, types.UnionType)
+            else (annotation,)
+        )
+        allowed = []
+        for option in options:
+            if typing.get_origin(option) is typing.Literal:
+                allowed += typing.get_args(option)
+            elif option is type(None):
+                allowed.append(None)
+            else:
+                break
+        else:
+            if any(value is not None for value in allowed):
+                choices[name] = tuple(allowed)
+    return choices
 
 
 def _plain(value):
@@ -318,13 +358,20 @@ def _join(path, key):
     return f"{path}.{key}" if path else key
 
 
-def _describe(value):
-    if isinstance(value, (dict, list)):
-        return f"a {type(value).__name__}"
-    return shown(value)
+def _must_be(path, expected, value):
+    return f"{path} must be {expected}. {_received(path, value)}"
 
 
-def _type_name(annotation):
+def _received(path, value):
+    """Keras's `Received: name=value`, the value's repr shortened if long."""
+    return f"Received: {path}={shown(value)}" if path else f"Received: {shown(value)}"
+
+
+def _expected(annotation):
     if typing.get_origin(annotation) is typing.Literal:
-        return "one of " + ", ".join(str(a) for a in typing.get_args(annotation))
+        values = typing.get_args(annotation)
+        listed = ", ".join(str(value) for value in values if value is not None)
+        return f"one of {listed}" + (" or null" if None in values else "")
+    if annotation in _SCALARS:
+        return _SCALARS[annotation][1]
     return getattr(annotation, "__name__", str(annotation))

@@ -1,7 +1,12 @@
-"""Hyperparameters of the training step, validated when they are set (no TensorFlow)."""
+"""The `training:` section: the training step's hyperparameters and the training loop's.
+
+Validated when they are set; no TensorFlow here.
+"""
 
 import dataclasses
 from typing import Literal
+
+from attncli.config.schema import check_choices
 
 
 @dataclasses.dataclass(frozen=True)
@@ -11,17 +16,21 @@ class TrainingConfig:
     Args:
         learning_rate: float, the constant rate, or the peak rate of a schedule.
             Defaults to 1e-3.
-        schedule: `"constant"`; `"inverse_sqrt"`: linear warmup to `learning_rate`
-            over `warmup_steps`, then `learning_rate * sqrt(warmup_steps / step)`;
-            or `"exponential_decay"`: linear warmup, then
+        schedule: `"constant"`; `"inverse_sqrt"`: linear warmup, the rate
+            `learning_rate * (step + 1) / warmup_steps` while `step < warmup_steps`,
+            then `learning_rate * sqrt(warmup_steps / (step + 1))`; or
+            `"exponential_decay"`: the same warmup, then
             `learning_rate * decay_rate ** ((step - warmup_steps) / decay_steps)`.
-            Defaults to `"constant"`.
+            `step` counts the updates already applied (the optimizer's
+            `iterations`): 0 for the first update. Defaults to `"constant"`.
         warmup_steps: int >= 0 (>= 1 for `"inverse_sqrt"`). Defaults to 0.
         decay_steps: int >= 1. Defaults to 10000.
         decay_rate: float in (0, 1]. Defaults to 0.5.
         clip_norm: float or None, clip gradients to this global norm. Defaults to 5.0.
         label_smoothing: float in [0, 1), the mass spread uniformly over the
-            vocabulary. Defaults to 0.1.
+            tokens search may emit: the vocabulary without padding and
+            start-of-sentence (see `attncli.training.steps.smoothed_cross_entropy`).
+            Defaults to 0.1.
         average_decay: float in [0, 1) or None; if set, the optimizer also keeps an
             exponential moving average of the weights, updated after every step as
             `w_avg <- d * w_avg + (1 - d) * w` (`d` = `average_decay`; the first step
@@ -55,11 +64,7 @@ class TrainingConfig:
             raise ValueError(
                 f"learning_rate must be positive. Received: learning_rate={self.learning_rate}"
             )
-        if self.schedule not in ("constant", "inverse_sqrt", "exponential_decay"):
-            raise ValueError(
-                "schedule must be one of constant, inverse_sqrt, exponential_decay. "
-                f"Received: schedule={self.schedule!r}"
-            )
+        check_choices(self)
         if self.warmup_steps < 0 or (self.schedule == "inverse_sqrt" and self.warmup_steps < 1):
             raise ValueError(
                 "warmup_steps must be >= 0, and >= 1 with schedule='inverse_sqrt'. "
@@ -85,7 +90,67 @@ class TrainingConfig:
                 "average_decay must be in [0, 1) or null. "
                 f"Received: average_decay={self.average_decay}"
             )
-        if self.logits_on not in ("tokens", "all"):
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopConfig(TrainingConfig):
+    """The `training:` section: the training step's settings plus the loop's.
+
+    Args (beyond `TrainingConfig`'s optimiser, schedule and loss):
+        epochs: int >= 1, passes over the training pairs. Defaults to 10.
+        max_minutes: float or None, stop (with a checkpoint and the best model kept)
+            once training has run this long. Defaults to None.
+        patience: int or None, stop after this many evaluations without a better
+            validation metric. Defaults to None (never stop early).
+        seed: int in [0, 2**32 - 1], seeds weights, dropout and data order. Defaults to 0.
+        checkpoint_every: int >= 1, steps between checkpoints (one is also written
+            at the end of each epoch and on interruption). Defaults to 500.
+        eval_sentences: int or None, distinct validation sources decoded for the
+            metric after each epoch, each scored against all of its references (all
+            pairs count for the loss). Defaults to 500.
+        eval_beam_size: int >= 1, the beam used for that metric. Defaults to 1.
+        distribute: `"none"` (one device), `"mirrored"` (every GPU of this machine,
+            or its logical CPU devices) or `"multi-worker"` (the machines of
+            `TF_CONFIG`): TensorFlow's strategy that trains on them. Each batch of
+            `data.batch_size` sentences is split across the replicas, so the run
+            learns as on one device (exactly without dropout; with dropout the
+            replicas draw the same masks for their rows). Defaults to `"none"`.
+        cpu_replicas: int >= 1 or None; with `"mirrored"` on a machine without
+            GPUs, split the CPU into this many logical devices, one replica each
+            (to try or test a distributed setup; the replicas share the cores).
+            Defaults to None (the CPU is one device).
+    """
+
+    epochs: int = 10
+    max_minutes: float | None = None
+    patience: int | None = None
+    seed: int = 0
+    checkpoint_every: int = 500
+    eval_sentences: int | None = 500
+    eval_beam_size: int = 1
+    distribute: Literal["none", "mirrored", "multi-worker"] = "none"
+    cpu_replicas: int | None = None
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not 0 <= self.seed < 2**32:
             raise ValueError(
-                f"logits_on must be 'tokens' or 'all'. Received: logits_on={self.logits_on!r}"
+                f"seed must be in [0, 2**32 - 1] (what TensorFlow and NumPy accept). "
+                f"Received: seed={self.seed}"
+            )
+        for name in ("epochs", "checkpoint_every", "eval_beam_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1. Received: {name}={getattr(self, name)}")
+        for name in ("patience", "eval_sentences", "cpu_replicas"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1 or null. Received: {name}={value}")
+        if self.max_minutes is not None and self.max_minutes <= 0:
+            raise ValueError(
+                f"max_minutes must be positive or null. Received: max_minutes={self.max_minutes}"
+            )
+        if self.cpu_replicas is not None and self.distribute != "mirrored":
+            raise ValueError(
+                "cpu_replicas splits the CPU for distribute: mirrored only. Received: "
+                f"cpu_replicas={self.cpu_replicas} with distribute={self.distribute}"
             )

@@ -349,7 +349,9 @@ def _count(size, total: int, name: str) -> int:
         return int(round(size * total))
     if isinstance(size, int) and size >= 0:
         return size
-    raise DataError(f"{name} must be a fraction in [0, 1) or a number of pairs, got {size!r}")
+    raise DataError(
+        f"{name} must be a fraction in [0, 1) or a number of pairs. Received: {name}={size!r}"
+    )
 
 
 def bundled_corpus_path() -> Path:
@@ -399,9 +401,13 @@ def read_corpus(
         return read_pronunciations(path, strict=strict, limit=limit)
     if format == "parallel":
         if isinstance(path, (str, Path)) or len(path) != 2:
-            raise DataError(f"parallel corpora need two files (source, target), got {path}")
+            raise DataError(
+                f"parallel corpora need two files (source, target). Received: path={path}"
+            )
         return read_parallel(*path, strict=strict, limit=limit)
-    raise DataError(f"corpus format must be one of {', '.join(FORMATS)}, got {format!r}")
+    raise DataError(
+        f"corpus format must be one of {', '.join(FORMATS)}. Received: format={format!r}"
+    )
 
 
 def read_splits(

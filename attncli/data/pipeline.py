@@ -36,9 +36,9 @@ def length_bands(max_length: int, growth: float = 1.1) -> list[int]:
     A band's width is at most `growth - 1` of its upper bound (one token for short ones).
     """
     if max_length < 1:
-        raise DataError(f"max_length must be at least 1, got {max_length}")
+        raise DataError(f"max_length must be at least 1. Received: max_length={max_length}")
     if growth <= 1:
-        raise DataError(f"band growth must be above 1, got {growth}")
+        raise DataError(f"band growth must be above 1. Received: growth={growth}")
     bands, upper = [], 1
     while upper < max_length:
         bands.append(upper)
@@ -309,7 +309,7 @@ def _batcher(max_length, batch_size, tokens_per_batch, bucketing, band_growth, s
         raise DataError("tokens_per_batch needs bucketing")
     if batch_size < 1 or (tokens_per_batch is not None and tokens_per_batch < 1):
         raise DataError(
-            f"batch sizes must be positive, got batch_size={batch_size}, "
+            f"batch sizes must be positive. Received: batch_size={batch_size}, "
             f"tokens_per_batch={tokens_per_batch}"
         )
     bands = length_bands(max_length or _LONGEST_BAND, band_growth)

@@ -107,11 +107,13 @@ class Tokenizer:
         vocabulary: Vocabulary | None = None,
     ):
         if level not in LEVELS:
-            raise DataError(f"tokenizer level must be one of {', '.join(LEVELS)}, got {level!r}")
+            raise DataError(
+                f"tokenizer level must be one of {', '.join(LEVELS)}. Received: level={level!r}"
+            )
         if normalization is not None and normalization not in NORMALIZATIONS:
             raise DataError(
-                f"normalization must be one of {', '.join(NORMALIZATIONS)} or None, "
-                f"got {normalization!r}"
+                f"normalization must be one of {', '.join(NORMALIZATIONS)} or None. "
+                f"Received: normalization={normalization!r}"
             )
         self.level = level
         self.normalization = normalization

@@ -33,8 +33,8 @@ class Vocabulary:
         tokens = list(tokens)
         if tuple(tokens[:4]) != RESERVED_TOKENS:
             raise DataError(
-                f"a vocabulary must start with {', '.join(RESERVED_TOKENS)}, "
-                f"got {', '.join(tokens[:4]) or 'nothing'}"
+                f"a vocabulary must start with {', '.join(RESERVED_TOKENS)}. "
+                f"Received: {', '.join(tokens[:4]) or 'nothing'}"
             )
         seen = set()
         for token in tokens:
@@ -62,9 +62,11 @@ class Vocabulary:
         points), so the same counts always give the same vocabulary.
         """
         if max_size is not None and max_size < len(RESERVED_TOKENS) + 1:
-            raise DataError(f"max_size must be at least 5 (4 reserved tokens), got {max_size}")
+            raise DataError(
+                f"max_size must be at least 5 (4 reserved tokens). Received: max_size={max_size}"
+            )
         if min_count < 1:
-            raise DataError(f"min_count must be at least 1, got {min_count}")
+            raise DataError(f"min_count must be at least 1. Received: min_count={min_count}")
         kept = sorted(
             (
                 (token, count)

@@ -11,29 +11,9 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-import layers
 from attncli.model import recurrent
 from attncli.model.recurrent import make_cell
-
-
-def make_attention(score, alignment="global", window=10, units=None, name="attention"):
-    """The attention layer of a score function.
-
-    `dot` and `scaled_dot` are `<q, k>` and `<q, k> / sqrt(d)`; `general` is
-    `q^T W_a k` and `concat` `v_a^T tanh(W_a [q; k])` (Luong et al. 2015); `additive`
-    is `v^T tanh(W_q q + W_k k)` (Bahdanau et al. 2015). `alignment` picks Luong's
-    global or local (`local-m`, `local-p`, half-width `window`) attention.
-    """
-    if score == "scaled_dot" or (score == "dot" and alignment == "global"):
-        return layers.DotProductAttention(use_scale=score == "scaled_dot", name=name)
-    if score == "additive":
-        return layers.BahdanauAttention(units, name=name)
-    # LuongAttention's hidden size defaults to the query's; it takes `units` only
-    # where it has a hidden layer (concat's W_a, local-p's W_p).
-    hidden = units if score == "concat" or alignment == "local-p" else None
-    return layers.LuongAttention(
-        score=score, units=hidden, alignment=alignment, window=window, name=name
-    )
+from attncli.scores import make_attention
 
 
 class AttentionDecoder(keras.layers.Layer):
@@ -211,7 +191,7 @@ class BahdanauDecoder(AttentionDecoder):
         units: int, size of the decoder state.
         cell: `"gru"` or `"lstm"`.
         memory_dim: int, features of the encoder outputs.
-        score: see `make_attention`.
+        score: a name of `attncli.scores.SCORES` (see `make_attention`).
         alignment: `"global"`, `"local-m"` or `"local-p"`. Defaults to `"global"`.
         window: int, half-width of local attention. Defaults to 10.
         attention_units: int or None, hidden size of concat/additive scores.

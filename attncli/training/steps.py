@@ -2,7 +2,9 @@
 
     loss = sum over non-pad target tokens of CE_smoothed(logits_t, y_t) / their number
 
-Pad positions (id 0) are excluded from the loss and from the token count. With
+Pad positions (id 0) are excluded from the loss and from the token count. The smoothed
+target spreads its mass over the tokens search may emit, not over padding and
+start-of-sentence (see `smoothed_cross_entropy`). With
 `logits_on="tokens"` the output layer, the largest product of the model, is applied to
 the non-pad positions only.
 """
@@ -11,6 +13,7 @@ import keras
 import tensorflow as tf
 
 from attncli.config.training import TrainingConfig
+from attncli.data.vocabulary import PAD, START
 
 
 @keras.saving.register_keras_serializable(package="attncli")
@@ -84,13 +87,20 @@ def make_optimizer(config=None):
 
 
 def smoothed_cross_entropy(logits, labels, label_smoothing=0.0):
-    """Cross-entropy against `(1 - e) * onehot(y) + e / V`, per row.
+    """Cross-entropy against the label-smoothed target `q`, per row.
 
-        CE = logsumexp(z) - (1 - e) * z_y - (e / V) * sum_v z_v
+        q_v = (1 - e) * [v = y] + e / (V - 2) * [v is neither PAD nor START]
+        CE  = -sum_v q_v log softmax(z)_v
+            = logsumexp(z) - (1 - e) * z_y - e / (V - 2) * sum_{v != PAD, START} z_v
+
+    The uniform part covers the `V - 2` tokens search may emit: padding and
+    start-of-sentence never are (`attncli.search.decoding` masks them), so smoothing gives
+    them no mass and `q` sums to 1 over the emitted tokens. The softmax itself is over
+    all `V` logits, so training pushes the two tokens' probabilities towards 0.
 
     Args:
         logits: float `(..., V)`.
-        labels: int `(...)`.
+        labels: int `(...)`, never PAD or START.
         label_smoothing: float `e` in `[0, 1)`.
 
     Returns:
@@ -101,7 +111,11 @@ def smoothed_cross_entropy(logits, labels, label_smoothing=0.0):
     target = tf.gather(logits, labels, axis=-1, batch_dims=len(labels.shape))
     loss = log_normalizer - (1.0 - label_smoothing) * target
     if label_smoothing:
-        loss -= label_smoothing * tf.reduce_mean(logits, axis=-1)
+        token_ids = tf.range(tf.shape(logits)[-1])
+        emitted = (token_ids != PAD) & (token_ids != START)
+        emitted_sum = tf.reduce_sum(tf.where(emitted, logits, 0.0), axis=-1)
+        emitted_count = tf.cast(tf.shape(logits)[-1] - 2, "float32")
+        loss -= label_smoothing * emitted_sum / emitted_count
     return loss
 
 
