@@ -103,6 +103,70 @@ def test_a_config_error_is_reported_before_tensorflow_is_imported(tmp_path):
 
 
 
+# 2. A damaged checkpoint index never starts a run over.
+
+
+def newest_checkpoint(run):
+    return (run / "checkpoints" / "checkpoint").read_text().split('"')[1]
+
+
+def epochs_recorded(run):
+    return [json.loads(line)["epoch"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_an_index_naming_a_missing_checkpoint_resumes_from_the_files(run, tmp_path):
+    newest = newest_checkpoint(run)
+    (run / "checkpoints" / "checkpoint").write_text(
+        'model_checkpoint_path: "ckpt-99"\nall_model_checkpoint_paths: "ckpt-99"\n'
+    )
+    # The kept model's figure is out of reach: no epoch may replace it.
+    config = json.loads((run / "model" / "config.json").read_text())
+    config["metadata"]["bleu"] = 99.0
+    (run / "model" / "config.json").write_text(json.dumps(config))
+    weights = (run / "model" / "model.weights.h5").read_bytes()
+    result = succeeds(attncli("train", "--resume", "--run-dir", run,
+                              "--set", "training.epochs=2", cwd=tmp_path))
+    assert "names ckpt-99, which is not there (kept as checkpoint.damaged)" in result.stderr
+    assert f"resuming from {run}/checkpoints/{newest}: epoch 2, batch 0" in result.stderr
+    assert "from the beginning" not in result.stderr
+    assert epochs_recorded(run) == [1, 2]
+    assert (run / "model" / "model.weights.h5").read_bytes() == weights
+    assert "ckpt-99" in (run / "checkpoints" / "checkpoint.damaged").read_text()
+
+
+@pytest.mark.slow
+def test_an_unreadable_index_is_rebuilt_and_named(run, tmp_path):
+    newest = newest_checkpoint(run)
+    (run / "checkpoints" / "checkpoint").write_bytes(bytes(range(256)) * 2)
+    result = succeeds(attncli("train", "--resume", "--run-dir", run, cwd=tmp_path))
+    assert "checkpoints/checkpoint cannot be read" in result.stderr
+    assert f"resuming from {run}/checkpoints/{newest}: epoch 2, batch 0" in result.stderr
+    assert newest_checkpoint(run) == newest
+
+
+@pytest.mark.slow
+def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(run, tmp_path):
+    newest = newest_checkpoint(run)
+    (run / "checkpoints" / f"{newest}.index").write_bytes(b"garbage" * 50)
+    weights = (run / "model" / "model.weights.h5").read_bytes()
+    result = succeeds(attncli("train", "--resume", "--run-dir", run, cwd=tmp_path))
+    assert f"skipped damaged checkpoint(s): {run}/checkpoints/{newest}:" in result.stderr
+    older = int(newest.split("-")[1]) - 1
+    assert f"resuming from {run}/checkpoints/ckpt-{older}:" in result.stderr
+    # The older checkpoint repeats epoch 1's evaluation; an equal figure keeps the model.
+    assert (run / "model" / "model.weights.h5").read_bytes() == weights
+
+
+@pytest.mark.slow
+def test_a_model_without_checkpoints_is_not_trained_over(run, tmp_path):
+    shutil.rmtree(run / "checkpoints")
+    weights = (run / "model" / "model.weights.h5").read_bytes()
+    message = one_line_error(attncli("train", "--resume", "--run-dir", run, cwd=tmp_path))
+    assert "has a best model but no checkpoint to continue from" in message
+    assert (run / "model" / "model.weights.h5").read_bytes() == weights
+
+
 # 5. A full disk, a read-only folder, a model too large for memory.
 
 

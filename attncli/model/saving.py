@@ -147,6 +147,19 @@ def load_model(directory):
     )
 
 
+def saved_metadata(directory):
+    """The metadata a model directory was saved with (its epoch and figures), or {}.
+
+    Reads `config.json` only; {} when there is no readable model.
+    """
+    try:
+        config = json.loads((Path(directory) / CONFIG_FILE).read_text("utf-8"))
+    except (OSError, ValueError):
+        return {}
+    metadata = config.get("metadata") if isinstance(config, dict) else None
+    return metadata if isinstance(metadata, dict) else {}
+
+
 def _read_config(path):
     """The checked contents of a model's `config.json`, its `model` as a `ModelConfig`."""
     from attncli.config.model import ModelConfig

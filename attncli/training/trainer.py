@@ -33,6 +33,7 @@ import tensorflow as tf
 
 from attncli.config.schema import to_mapping
 from attncli.config.data import read_splits
+from attncli.training.checkpoint_files import checkpoint_paths, repair_index
 from attncli.training.distribution import make_agreement, make_strategy
 from attncli.errors import AttncliError
 from attncli.search.evaluation import evaluate_corpus
@@ -41,7 +42,7 @@ from attncli.model.encoder_decoder import Seq2Seq
 from attncli.model.footprint import check_fits_in_memory
 from attncli.data.pipeline import PipelineStats, encode_pairs, epoch_batches
 from attncli.training.run_directory import write_json_atomically
-from attncli.model.saving import load_model, save_model
+from attncli.model.saving import load_model, save_model, saved_metadata
 from attncli.data.tokenization import Tokenizer
 from attncli.training.steps import (
     make_distributed_train_step,
@@ -181,6 +182,10 @@ class Trainer:
             epoch_loss_sum=self.epoch_loss_sum,
             epoch_tokens=self.epoch_tokens,
         )
+        if resume:
+            repaired = repair_index(run.checkpoint_dir)  # before the manager reads it
+            if repaired:
+                progress.message(repaired)
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, str(run.checkpoint_dir), max_to_keep=2
         )
@@ -214,13 +219,18 @@ class Trainer:
     def _restore(self):
         """Restore the newest checkpoint that can be read, falling back to older ones.
 
+        The checkpoints are those on disk (`checkpoint_paths`), whatever the index
+        says. A run with a best model but no checkpoint is refused rather than
+        started over, and the kept model's figure is a floor for the restored best
+        metric, so an older checkpoint never lets a worse model replace it.
+
         Workers restore their own copies: the newest that every worker holds (one
         killed while the others saved lacks their last), and check they restored the
         same one. Every worker takes part in the same agreements whatever it finds, so
         that a worker with nothing to restore stops with the others instead of leaving
         them waiting.
         """
-        candidates = list(reversed(self.manager.checkpoints))
+        candidates = checkpoint_paths(self.run.checkpoint_dir)
         newest = max(map(_checkpoint_number, candidates), default=0)
         if self.distributed:
             fewest, most = self._agree(newest, "min"), self._agree(newest, "max")
@@ -253,14 +263,30 @@ class Trainer:
                 "start the run again with --overwrite"
             )
         if restored is None:
+            if self._agree(self.run.model_dir.is_dir()):
+                raise AttncliError(
+                    f"{self.run.path} has a best model but no checkpoint to continue from "
+                    f"(none in {self.run.checkpoint_dir}); keep the model as it is, or start "
+                    "the run again with --overwrite, which replaces it"
+                )
             self.progress.message("no checkpoint yet: starting this run from the beginning")
             return
         if problems:
             self.progress.message(f"skipped damaged checkpoint(s): {'; '.join(problems)}")
+        kept = self._agree(self._kept_model_metric())
+        if kept > float(self.best_metric.numpy()):
+            self.best_metric.assign(kept)
         self.progress.message(
             f"resuming from {restored}: epoch {int(self.epoch.numpy()) + 1}, "
             f"batch {int(self.batch.numpy())}"
         )
+
+    def _kept_model_metric(self):
+        """The validation metric (maximised) of the run's best model, -inf if none."""
+        value = saved_metadata(self.run.model_dir).get(self.metric_name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return -math.inf
+        return -value if self.metric_name == "wer" else float(value)
 
     def _check_same_run(self):
         """Stop every worker if they do not train the same configuration on the same data.
