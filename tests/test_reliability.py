@@ -8,15 +8,15 @@ with what is kept. One tiny run is trained per module; each test works on a copy
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
-from attncli_runs import ENV, TINY, attncli, run, start, stop, succeeds, trained, wait_for  # noqa: F401
+from attncli_runs import (  # noqa: F401  (run and trained are fixtures)
+    ENV, TINY, attncli, run, start, stop, succeeds, trained, wait_for,
+)
 from cli_errors import one_line_error
 
 from attncli.training.run_lock import lock_run, unlock_run
@@ -216,16 +216,18 @@ def test_a_full_disk_keeps_the_last_checkpoint_and_resumes_from_it(trained, tmp_
                                        (tmp_path / "full.err").read_text())
     message = one_line_error(full)
     assert "no space left on the device" in message, message
-    newest = (trained / "checkpoints" / "checkpoint").read_text().split('"')[1]
+    newest = newest_checkpoint(trained)
     assert f"the last complete checkpoint, {newest} (epoch 2, batch 0), and the best model " \
            "are kept" in message, message
     assert "attncli train --resume --run-dir" in message
-    assert (tmp_path / "index.after").read_text() == (trained / "checkpoints" / "checkpoint").read_text()
-    assert (tmp_path / "resumed.rc").read_text().strip() == "0", (tmp_path / "resumed.err").read_text()
+    index = (trained / "checkpoints" / "checkpoint").read_text()
+    assert (tmp_path / "index.after").read_text() == index
     resumed = (tmp_path / "resumed.err").read_text()
+    assert (tmp_path / "resumed.rc").read_text().strip() == "0", resumed
     assert f"resuming from {disk}/run/checkpoints/{newest}: epoch 2, batch 0" in resumed
     assert "_temp" in resumed  # the half-written checkpoint was found and removed
-    epochs = [json.loads(line)["epoch"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    epochs = [json.loads(line)["epoch"]
+              for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert epochs == [1, 2]
 
 
@@ -291,6 +293,23 @@ def test_a_failed_save_is_one_line_naming_what_is_kept(run, monkeypatch):
     assert (run / "model" / "model.weights.h5").read_bytes() == model
 
 
+@pytest.mark.slow
+def test_memory_running_out_while_training_is_one_line(run):
+    import tensorflow as tf
+
+    from attncli.cli.train_failures import explain
+    from attncli.training.run_directory import RunDirectory
+
+    error = tf.errors.ResourceExhaustedError(
+        None, None, "OOM when allocating tensor with shape[32,1000000] [Op:MatMul]"
+    )
+    failure = explain(error, RunDirectory(run), "attncli train --resume --run-dir RUN")
+    message = str(failure)
+    assert message.startswith("out of memory while training; the last complete checkpoint, ")
+    assert "make data.batch_size" in message and "\n" not in message
+    assert explain(ValueError("a bug"), RunDirectory(run), "") is None
+
+
 # 7. What a killed writer left is cleared at the next start, under the lock.
 
 
@@ -338,3 +357,4 @@ def test_only_the_old_model_of_a_killed_save_is_put_back(run, tmp_path):
     assert "already holds a run" in message
     assert (run / "model" / "model.weights.h5").is_file()
     assert not (run / ".model.a1b2c3d4").exists()
+

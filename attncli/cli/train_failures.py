@@ -27,20 +27,21 @@ def explain(error, run, resume_command):
     """
     text = str(error)
     number = getattr(error, "errno", None)
+    kept, resumable = _kept(run)
+    then = f"continue with: {resume_command}" if resumable else "start the run again"
     if number in _FULL or any(part in text for part in _FULL_TEXT):
         return AttncliError(
-            f"no space left on the device of {run.path}; {_kept(run)}: free some space, "
-            f"then continue with: {resume_command}"
+            f"no space left on the device of {run.path}; {kept}: free some space, then {then}"
         )
     if number in _NOT_WRITABLE or any(part in text for part in _NOT_WRITABLE_TEXT):
         where = getattr(error, "filename", None) or run.path
         return AttncliError(
-            f"cannot write {where} ({_reason(error, _NOT_WRITABLE_TEXT)}); {_kept(run)}: make "
-            f"it writable, then continue with: {resume_command}"
+            f"cannot write {where} ({_reason(error, _NOT_WRITABLE_TEXT)}); {kept}: make "
+            f"it writable, then {then}"
         )
     if type(error).__name__ == "ResourceExhaustedError":
         return AttncliError(
-            f"out of memory while training; {_kept(run)}: make data.batch_size (or "
+            f"out of memory while training; {kept}: make data.batch_size (or "
             "data.tokens_per_batch), model.units or model.embedding_dim smaller and train "
             "again with --overwrite"
         )
@@ -54,14 +55,16 @@ def _reason(error, known):
 
 
 def _kept(run):
-    """What of the run survives: its newest complete checkpoint and best model."""
+    """What of the run survives (its newest complete checkpoint and best model), and
+    whether `--resume` can go on from it."""
     newest = _newest_checkpoint(run)
     model = (run.model_dir / "config.json").is_file()
     if newest is None:
-        return "no checkpoint was complete yet" + ("; the best model is kept" if model else "")
+        kept = "; the best model is kept" if model else ""
+        return f"no checkpoint was complete yet{kept}", False
     if model:
-        return f"the last complete checkpoint, {newest}, and the best model are kept"
-    return f"the last complete checkpoint, {newest}, is kept"
+        return f"the last complete checkpoint, {newest}, and the best model are kept", True
+    return f"the last complete checkpoint, {newest}, is kept", True
 
 
 def _newest_checkpoint(run):

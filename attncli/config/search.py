@@ -39,7 +39,8 @@ class SearchConfig:
             raise ValueError(f"alpha must be a finite number >= 0. Received: alpha={self.alpha}")
         if not (math.isfinite(self.max_length_ratio) and self.max_length_ratio >= 0):
             raise ValueError(
-                f"max_length_ratio must be a finite number >= 0. Received: max_length_ratio={self.max_length_ratio}"
+                "max_length_ratio must be a finite number >= 0. "
+                f"Received: max_length_ratio={self.max_length_ratio}"
             )
         if self.max_length_offset < 1:
             raise ValueError(
