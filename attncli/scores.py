@@ -85,7 +85,7 @@ ALIGNMENTS = {
         Alignment("local-m", "for the keys with |s - p_t| <= D, p_t = t"),
         Alignment(
             "local-p",
-            "for the keys with |s - p_t| <= D, p_t = (S - 1) sigmoid(v_p · tanh(q W_p)); "
+            "for the keys with |s - p_t| <= D, p_t = S sigmoid(v_p · tanh(q W_p)); "
             "weight = softmax × exp(-(s - p_t)² / (2σ²)), σ = D / 2",
             takes_units=True,
         ),

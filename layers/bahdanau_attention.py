@@ -45,8 +45,10 @@ class BahdanauAttention(BaseAttention):
         inputs: `[query, value]` or `[query, value, key]`, shapes
             `(batch_size, Tq, query_dim)`, `(batch_size, Tv, value_dim)`,
             `(batch_size, Tv, key_dim)`; key defaults to value.
-        mask: `[query_mask, value_mask]`, booleans `(batch_size, Tq)` and
-            `(batch_size, Tv)`; Keras masks arrive here on their own.
+        mask: `[query_mask, value_mask]` or `[query_mask, value_mask,
+            key_mask]`, booleans `(batch_size, Tq)`, `(batch_size, Tv)`,
+            `(batch_size, Tv)`; a key is valid where both key-side masks
+            allow it. Keras masks arrive here on their own.
         valid_lengths: integers `(batch_size,)`, an alternative to `value_mask`.
         return_attention_scores: bool, also return the weights. Defaults to False.
         training: bool, whether dropout is active.

@@ -37,12 +37,15 @@ class BaseAttention(keras.layers.Layer):
             - query: `(batch_size, Tq, dim)`.
             - value: `(batch_size, Tv, value_dim)`.
             - key: `(batch_size, Tv, key_dim)`.
-        mask: list `[query_mask, value_mask]` of boolean tensors
-            `(batch_size, Tq)` and `(batch_size, Tv)`, either may be `None`. Keras
-            masks (e.g. from `Embedding(mask_zero=True)`) arrive here without any
-            extra argument.
+        mask: list `[query_mask, value_mask]` or `[query_mask, value_mask,
+            key_mask]` of boolean tensors `(batch_size, Tq)`, `(batch_size, Tv)`
+            and `(batch_size, Tv)`, any of them `None`. The key mask and the
+            value mask both cover the `Tv` key-value pairs: a key is valid where
+            every mask given is True. Keras masks (e.g. from
+            `Embedding(mask_zero=True)`) arrive here without any extra argument.
         valid_lengths: integer tensor `(batch_size,)`, an alternative to
-            `value_mask`: key `s` is valid where `s < valid_lengths`.
+            `value_mask`: key `s` is valid where `s < valid_lengths` (and where
+            the masks allow it, if also given).
         return_attention_scores: bool; if True, also return the attention weights
             (after softmax, as `keras.layers.Attention` does). Defaults to False.
         training: bool, whether dropout is applied. Defaults to the Keras learning
@@ -166,23 +169,24 @@ class BaseAttention(keras.layers.Layer):
         return query, value, key
 
     def _unpack_masks(self, mask, value, valid_lengths):
-        query_mask = value_mask = None
+        """`(query_mask, value_mask)`: the key mask and the valid lengths, both
+        over `Tv` like the value mask, are folded into the value mask with AND."""
+        query_mask = None
+        key_side = []
         if mask is not None:
             if not isinstance(mask, (list, tuple)) or len(mask) not in (2, 3):
                 raise ValueError(
-                    f"{self.__class__.__name__} expects mask [query_mask, value_mask]."
-                    f" Received: mask={mask}"
+                    f"{self.__class__.__name__} expects mask [query_mask, value_mask] "
+                    f"or [query_mask, value_mask, key_mask]. Received: mask={mask}"
                 )
-            query_mask, value_mask = mask[0], mask[1]
+            query_mask = mask[0]
+            key_side.extend(m for m in mask[1:] if m is not None)
         if valid_lengths is not None:
-            length_mask = sequence_mask(valid_lengths, ops.shape(value)[1])
-            value_mask = (
-                length_mask
-                if value_mask is None
-                else ops.logical_and(ops.cast(value_mask, "bool"), length_mask)
-            )
-        if value_mask is not None:
-            value_mask = ops.cast(value_mask, "bool")
+            key_side.append(sequence_mask(valid_lengths, ops.shape(value)[1]))
+        value_mask = None
+        for each in key_side:
+            each = ops.cast(each, "bool")
+            value_mask = each if value_mask is None else ops.logical_and(value_mask, each)
         return query_mask, value_mask
 
     @staticmethod

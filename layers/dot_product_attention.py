@@ -16,7 +16,9 @@ class DotProductAttention(BaseAttention):
     the plain dot product `<q, k>` (Luong et al. 2015, "dot"); with the default
     scaling it is the scaled dot product of Vaswani et al. 2017, which keeps the
     scores' variance independent of `d`. In matrix form, for `Q` of shape
-    `(Tq, d)` and `K` of shape `(Tv, d)`: `scores = Q K^T / sqrt(d)`.
+    `(Tq, d)` and `K` of shape `(Tv, d)`: `scores = Q K^T / sqrt(d)`, computed as
+    `(Q / sqrt(d)) K^T` so that no intermediate exceeds the scaled scores (in
+    float16, `<q, k>` can overflow where `<q, k> / sqrt(d)` does not).
 
     Args:
         use_scale: bool; divide the scores by `sqrt(d)`. Defaults to True.
@@ -28,8 +30,10 @@ class DotProductAttention(BaseAttention):
         inputs: `[query, value]` or `[query, value, key]`, shapes
             `(batch_size, Tq, d)`, `(batch_size, Tv, value_dim)`,
             `(batch_size, Tv, d)`; key defaults to value.
-        mask: `[query_mask, value_mask]`, booleans `(batch_size, Tq)` and
-            `(batch_size, Tv)`.
+        mask: `[query_mask, value_mask]` or `[query_mask, value_mask,
+            key_mask]`, booleans `(batch_size, Tq)`, `(batch_size, Tv)`,
+            `(batch_size, Tv)`; a key is valid where both key-side masks
+            allow it. Keras masks arrive here on their own.
         valid_lengths: integers `(batch_size,)`, an alternative to `value_mask`.
         return_attention_scores: bool, also return the weights. Defaults to False.
         training: bool, whether dropout is active.
@@ -52,17 +56,18 @@ class DotProductAttention(BaseAttention):
         self.use_scale = use_scale
 
     def score_projected(self, query, projected_keys):
+        if self.use_scale:
+            # The query is scaled before the product, as Keras's MultiHeadAttention
+            # does: <q, k> itself can overflow float16 (65,504) where <q, k>/sqrt(d)
+            # does not. A product with a Python float: its gradient, unlike a
+            # division's, computes nothing for the constant.
+            query = query * (1.0 / math.sqrt(query.shape[-1]))
         # scores: batch x Tq x Tv. The einsum contracts the keys' last axis in
         # place; matmul(query, swapaxes(keys)) would copy the keys transposed on
         # every eager call.
-        scores = ops.einsum(
+        return ops.einsum(
             "...qd,...kd->...qk", query, ops.cast(projected_keys, query.dtype)
         )
-        if self.use_scale:
-            # A product with a Python float: its gradient, unlike a division's,
-            # computes nothing for the constant.
-            scores = scores * (1.0 / math.sqrt(query.shape[-1]))
-        return scores
 
     def get_config(self):
         config = super().get_config()

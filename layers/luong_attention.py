@@ -31,20 +31,23 @@ class LuongAttention(BaseAttention):
     `weights_t = softmax(scores_t)` over the keys the alignment allows (eq. 7),
     and `context_t = sum_s weights_t[s] h̄_s`.
 
-    Alignment (section 3.2). Source positions `s` count the valid keys from 0,
-    so padding, at either end, never moves them; `D = window`.
+    Alignment (section 3.2). Source positions `s` count the valid keys from 0
+    (the first word is `s = 0`, the last `s = S - 1`), so padding, at either end,
+    never moves them; `D = window`. Local attention takes the softmax over the
+    valid keys in the window `[p_t - D, p_t + D]`, that is `|s - p_t| <= D`; the
+    part of the window outside the sentence is ignored, as in the paper.
 
     - `"global"`: every valid key.
     - `"local-m"`: monotonic, `p_t = t`, the query's target position (from
-      `query_positions`, default `0 .. Tq-1`). Keys with `|s - p_t| <= D`.
-    - `"local-p"`: predicted, `p_t = (S - 1) · sigmoid(v_pᵀ tanh(W_p h_t))` (eq. 9)
+      `query_positions`, default `0 .. Tq-1`).
+    - `"local-p"`: predicted, `p_t = S · sigmoid(v_pᵀ tanh(W_p h_t))` (eq. 9)
       with `S` the source's valid length (the count of valid keys, `Tv` without
-      a mask). Keys with `|s - p_t| <= D`, and after the softmax over them the
-      weights are multiplied by `exp(-(s - p_t)² / (2σ²))`, `σ = D / 2` (eq. 10),
-      so they sum to at most 1, as in the paper. The paper writes `S · sigmoid`
-      with positions from 1; counting from 0 and scaling by `S - 1` keeps `p_t`
-      in `[0, S - 1]`, the range of real source positions: `p_t` never lies
-      beyond the last word, whatever the padding.
+      a mask), so `p_t` lies in `[0, S]`. After the softmax over the window the
+      weights are multiplied by the Gaussian centred on `p_t`,
+      `exp(-(s - p_t)² / (2σ²))`, `σ = D / 2` (eq. 10), so they sum to at most
+      1, as in the paper. The paper does not say where it counts positions
+      from; counting from 0, a centre near `S` lies past the last word, and its
+      window keeps the last words within `D` of it.
 
     A query whose window holds no valid key (local-m with `t` past the source's
     end) gets all-zero weights and a zero context.
@@ -70,8 +73,10 @@ class LuongAttention(BaseAttention):
             `(batch_size, Tq, query_dim)`, `(batch_size, Tv, value_dim)`,
             `(batch_size, Tv, key_dim)`; key defaults to value. `"dot"` needs
             `query_dim == key_dim`.
-        mask: `[query_mask, value_mask]`, booleans `(batch_size, Tq)` and
-            `(batch_size, Tv)`; Keras masks arrive here on their own.
+        mask: `[query_mask, value_mask]` or `[query_mask, value_mask,
+            key_mask]`, booleans `(batch_size, Tq)`, `(batch_size, Tv)`,
+            `(batch_size, Tv)`; a key is valid where both key-side masks
+            allow it. Keras masks arrive here on their own.
         valid_lengths: integers `(batch_size,)`, an alternative to `value_mask`.
         return_attention_scores: bool, also return the weights. Defaults to False.
         training: bool, whether dropout is active.
@@ -199,8 +204,8 @@ class LuongAttention(BaseAttention):
     def aligned_positions(self, query, keys, value_mask=None, query_positions=None):
         """The window centres `p_t` of local attention, float32 `(batch_size, Tq)`.
 
-        local-m: `query_positions` (default `0 .. Tq-1`). local-p:
-        `(S - 1) · sigmoid(v_pᵀ tanh(W_p h_t))`, `S` the count of valid keys.
+        local-m: `query_positions` (default `0 .. Tq-1`). local-p (eq. 9):
+        `S · sigmoid(v_pᵀ tanh(W_p h_t))` in `[0, S]`, `S` the count of valid keys.
         """
         if self.alignment == "global":
             raise ValueError(
@@ -221,7 +226,7 @@ class LuongAttention(BaseAttention):
             source_length = ops.cast(ops.shape(keys)[1], "float32")
         else:
             source_length = ops.sum(ops.cast(value_mask, "float32"), axis=-1, keepdims=True)
-        return fraction * ops.maximum(source_length - 1.0, 0.0)
+        return fraction * source_length
 
     def score_mask(self, query, keys, value_mask, query_positions=None):
         allowed = super().score_mask(query, keys, value_mask, query_positions)

@@ -7,12 +7,6 @@ Attention must give padding positions exactly zero weight. Both helpers here use
 import keras
 from keras import ops
 
-# Scores are filled with this before the softmax where the mask is False. `-inf`
-# is never used (a row masked throughout would become NaN), and the fill is
-# dtype-aware in the only way that cannot overflow: float16 and bfloat16 scores
-# are upcast to float32 before they meet it, and float16 could not hold it.
-_FILL_VALUE = -1e9
-
 _HALF_DTYPES = ("float16", "bfloat16")
 
 
@@ -47,25 +41,46 @@ def sequence_mask(valid_lengths, maxlen, dtype="bool"):
 def masked_softmax(scores, mask=None, axis=-1):
     """Softmax over `axis` that gives masked positions a weight of exactly 0.
 
-    `weights_i = mask_i * exp(s_i) / sum_j(mask_j * exp(s_j))`. A row whose mask is
-    False everywhere gets all-zero weights: never NaN, never uniform. float16 and
-    bfloat16 scores are normalised in float32 and the weights cast back.
+        weights_i = mask_i * exp(s_i) / sum_j(mask_j * exp(s_j))
+
+    computed as the softmax of the scores with every masked position set to
+    `-inf`, whose exponential is exactly 0 whatever the valid scores are. A
+    finite stand-in such as `-1e9` would not do: on a row whose valid scores are
+    all below it, the masked positions would take the weight (or, where the
+    valid scores are very far below, every weight would underflow to 0). The
+    softmax subtracts the row's largest score, which is a valid one, before it
+    exponentiates, so no exponential overflows at any magnitude. A row whose
+    mask is False everywhere would be `-inf` throughout, whose softmax is NaN: it
+    keeps its own scores instead and gets all-zero weights, never NaN, never
+    uniform. float16 and bfloat16 scores are normalised in float32 and the
+    weights cast back.
 
     Args:
-        scores: float tensor, e.g. `(batch_size, Tq, Tv)`.
+        scores: float tensor of finite values, e.g. `(batch_size, Tq, Tv)`.
         mask: boolean tensor broadcastable to `scores`, True where a position may
             be attended to. `None` means no masking.
         axis: the axis to normalise over. Defaults to `-1`.
 
     Returns:
         Tensor of the shape and dtype of `scores`.
+
+    Example:
+
+    >>> masked_softmax(np.array([[-2e9, -3e9, 0.0]]), np.array([[True, True, False]]))
+    [[1.0, 0.0, 0.0]]
     """
     dtype = keras.backend.standardize_dtype(scores.dtype)
     if dtype in _HALF_DTYPES:
         scores = ops.cast(scores, "float32")
     if mask is not None:
         mask = ops.cast(mask, "bool")
-        scores = ops.where(mask, scores, ops.cast(_FILL_VALUE, scores.dtype))
+        # -inf rather than the large finite number Keras's own layers use: it is
+        # below every finite score, so the result cannot depend on the scores'
+        # magnitude. Its exponential and its gradient are exact zeros.
+        masked_throughout = ops.logical_not(ops.any(mask, axis=axis, keepdims=True))
+        scores = ops.where(
+            ops.logical_or(mask, masked_throughout), scores, float("-inf")
+        )
     if scores.shape[axis] == 1:
         # One position (a one-word source) takes all the weight; ops.softmax would
         # warn on every such call.
@@ -73,7 +88,6 @@ def masked_softmax(scores, mask=None, axis=-1):
     else:
         weights = ops.softmax(scores, axis=axis)
     if mask is not None:
-        # Exact zeros on masked positions, and on rows that were masked throughout
-        # (their softmax over the fill value alone is uniform).
+        # Exact zeros on masked positions, and on rows that were masked throughout.
         weights = ops.where(mask, weights, ops.zeros_like(weights))
     return ops.cast(weights, dtype)

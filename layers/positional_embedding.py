@@ -1,4 +1,4 @@
-"""Token embeddings plus sinusoidal position encodings (Vaswani et al. 2017)."""
+"""Token embeddings plus sinusoidal or learned position encodings (Vaswani et al. 2017)."""
 
 import math
 
@@ -33,7 +33,7 @@ def sinusoidal_encoding(positions, depth):
 
 @keras.saving.register_keras_serializable(package="attncli")
 class PositionalEmbedding(keras.layers.Layer):
-    """Token embedding scaled by `sqrt(d)`, plus the sinusoidal position encoding.
+    """Token embedding scaled by `sqrt(d)`, plus a position encoding.
 
     For token ids `w_1 .. w_T` (Vaswani et al. 2017, sections 3.4 and 3.5):
 
@@ -48,11 +48,22 @@ class PositionalEmbedding(keras.layers.Layer):
     `sqrt(d)` keeps the embeddings, initialised small, from being drowned by
     the encoding, whose entries lie in `[-1, 1]`.
 
+    With `encoding="learned"` the encoding is a trained table instead
+    (Gehring et al. 2017; Vaswani et al. 2017 found both equally good):
+
+        x_t = sqrt(d) * E[w_t] + P[min(t, max_length - 1)]
+
+    with `P` of shape `(max_length, d)`; positions from `max_length - 1` on share
+    its last row (the table has no row for them).
+
     Args:
         vocab_size: int, the number of token ids.
         output_dim: int, the embedding size `d`.
         mask_zero: bool; treat id 0 as padding and propagate a Keras mask, as
             `keras.layers.Embedding` does. Defaults to False.
+        encoding: `"sinusoidal"` or `"learned"`. Defaults to `"sinusoidal"`.
+        max_length: int >= 1, the rows of the learned table; needed by
+            `encoding="learned"` only. Defaults to None.
         **kwargs: passed to `keras.layers.Layer` (`name`, `dtype`, ...).
 
     Call arguments:
@@ -72,11 +83,25 @@ class PositionalEmbedding(keras.layers.Layer):
     (1, 3, 8)
     """
 
-    def __init__(self, vocab_size, output_dim, mask_zero=False, **kwargs):
+    def __init__(self, vocab_size, output_dim, mask_zero=False, encoding="sinusoidal",
+                 max_length=None, **kwargs):
         super().__init__(**kwargs)
+        if encoding not in ("sinusoidal", "learned"):
+            raise ValueError(
+                f"`encoding` must be 'sinusoidal' or 'learned'. Received: encoding={encoding!r}"
+            )
+        if encoding == "learned" and (
+            isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1
+        ):
+            raise ValueError(
+                "`encoding='learned'` needs `max_length`, a positive integer. "
+                f"Received: max_length={max_length}"
+            )
         self.vocab_size = vocab_size
         self.output_dim = output_dim
         self.mask_zero = mask_zero
+        self.encoding = encoding
+        self.max_length = max_length
         self.token_embedding = keras.layers.Embedding(
             vocab_size,
             output_dim,
@@ -87,12 +112,21 @@ class PositionalEmbedding(keras.layers.Layer):
 
     def build(self, input_shape):
         self.token_embedding.build(input_shape)
+        if self.encoding == "learned":
+            self.position_table = self.add_weight(
+                name="position_table", shape=(self.max_length, self.output_dim),
+                initializer=keras.initializers.RandomNormal(stddev=0.02),
+            )
 
     def call(self, inputs, positions=None):
         embedded = self.token_embedding(inputs)
         if positions is None:
             positions = ops.arange(ops.shape(inputs)[-1])
-        encoding = ops.cast(sinusoidal_encoding(positions, self.output_dim), embedded.dtype)
+        if self.encoding == "learned":
+            rows = ops.minimum(positions, self.max_length - 1)
+            encoding = ops.take(ops.cast(self.position_table, embedded.dtype), rows, axis=0)
+        else:
+            encoding = ops.cast(sinusoidal_encoding(positions, self.output_dim), embedded.dtype)
         scale = ops.cast(math.sqrt(self.output_dim), embedded.dtype)
         return embedded * scale + encoding
 
@@ -108,5 +142,7 @@ class PositionalEmbedding(keras.layers.Layer):
             "vocab_size": self.vocab_size,
             "output_dim": self.output_dim,
             "mask_zero": self.mask_zero,
+            "encoding": self.encoding,
+            "max_length": self.max_length,
         })
         return config

@@ -37,8 +37,11 @@ def spa_eng_pairs(limit):
     return pairs
 
 
-def model_and_tokenizers(vocabulary_size=400, seed=1):
-    """An untrained `Seq2Seq` (seeded) and word tokenizers learned from 3,000 pairs."""
+def model_and_tokenizers(vocabulary_size=400, seed=1, **model_options):
+    """An untrained `Seq2Seq` (seeded) and word tokenizers learned from 3,000 pairs.
+
+    `model_options` are `ModelConfig` fields replacing the small RNN model's.
+    """
     pairs = spa_eng_pairs(3000)
     tokenizers = []
     for side in (0, 1):
@@ -47,8 +50,9 @@ def model_and_tokenizers(vocabulary_size=400, seed=1):
         vocabulary = tokenizer.build_vocabulary(texts, max_size=vocabulary_size)
         tokenizers.append(tokenizer.with_vocabulary(vocabulary))
     tf.keras.utils.set_random_seed(seed)
+    options = dict(embedding_dim=16, units=16, score="dot")
     config = ModelConfig(
         source_vocab_size=vocabulary_size, target_vocab_size=vocabulary_size,
-        embedding_dim=16, units=16, score="dot",
+        **{**options, **model_options},
     )
     return Seq2Seq(config), tokenizers[0], tokenizers[1]

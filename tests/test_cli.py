@@ -495,7 +495,7 @@ def test_local_p_predicts_the_centre_and_multiplies_by_a_gaussian():
     document = demo_json("--score", "local-p", "--window", "2", "--valid-length", "3")
     W_p = np.array(document["parameters"]["W_p"])
     v_p = np.array(document["parameters"]["v_p"])
-    centre = 2 / (1 + np.exp(-(np.tanh(SEQ2SEQ_QUERY @ W_p) @ v_p)))  # (S - 1) sigmoid
+    centre = 3 / (1 + np.exp(-(np.tanh(SEQ2SEQ_QUERY @ W_p) @ v_p)))  # S sigmoid, S = 3 valid keys
     positions = np.arange(4)
     offsets = positions[None, :] - centre[:, None]
     allowed = (np.abs(offsets) <= 2) & (positions < 3)

@@ -15,6 +15,18 @@ CONFIGS = {
     "luong-local-p": dict(decoder="luong", score="general", alignment="local-p", window=2),
     "luong-local-m": dict(decoder="luong", score="concat", alignment="local-m", window=2),
     "bahdanau-lstm": dict(decoder="bahdanau", score="additive", cell="lstm"),
+    # Self-attention decoders (their keys and values cached in the search) and the
+    # hybrid: a self-attention encoder under an RNN decoder.
+    "transformer-pre": dict(
+        encoder="self-attention", decoder="self-attention", encoder_layers=2,
+        decoder_layers=2, heads=2, score="scaled_dot",
+    ),
+    "transformer-post-concat": dict(
+        encoder="self-attention", decoder="self-attention", decoder_layers=2, heads=3,
+        norm="post", score="concat", position_encoding="learned", max_positions=8,
+    ),
+    "rnn-encoder-self-attention-decoder": dict(decoder="self-attention", score="additive"),
+    "hybrid-luong": dict(encoder="self-attention", decoder="luong", score="general"),
 }
 
 # Source sentences of different lengths: each is padded differently in the batch.

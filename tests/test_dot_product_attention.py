@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_roundtrip import outputs_in_fresh_process
 from layers import DotProductAttention
 from numpy_attention import lengths_to_mask, reference_attention
 
@@ -52,30 +51,6 @@ def test_matches_numpy_with_ragged_valid_lengths(use_scale):
     np.testing.assert_allclose(numpy_of(context), expected_context, atol=1e-5)
 
 
-def test_masked_keys_get_exactly_zero_weight_and_value_mask_equals_lengths():
-    query, keys, values = random_inputs()
-    value_mask = lengths_to_mask([6, 2, 3], 6)
-    layer = DotProductAttention()
-    by_mask, weights = layer(
-        [query, values, keys], mask=[None, value_mask], return_attention_scores=True
-    )
-    by_lengths = layer([query, values, keys], valid_lengths=np.array([6, 2, 3]))
-    assert np.all(numpy_of(weights)[~np.broadcast_to(value_mask[:, None], (3, 4, 6))] == 0.0)
-    np.testing.assert_array_equal(numpy_of(by_mask), numpy_of(by_lengths))
-
-
-def test_fully_masked_rows_give_zero_weights_and_context():
-    query, keys, values = random_inputs()
-    context, weights = DotProductAttention()(
-        [query, values, keys], valid_lengths=np.array([0, 3, 0]),
-        return_attention_scores=True,
-    )
-    for row in (0, 2):
-        np.testing.assert_array_equal(numpy_of(weights)[row], 0.0)
-        np.testing.assert_array_equal(numpy_of(context)[row], 0.0)
-    assert np.all(np.isfinite(numpy_of(context)))
-
-
 def test_padded_queries_output_zero():
     query, keys, values = random_inputs()
     query_mask = lengths_to_mask([4, 2, 1], 4)
@@ -102,27 +77,6 @@ def test_causal_mask_matches_numpy():
     assert np.all(np.triu(numpy_of(weights)[0], k=1) == 0.0)
 
 
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "mixed_float16"])
-def test_half_precision_masks_never_nan(dtype):
-    query, keys, values = random_inputs()
-    layer = DotProductAttention(dtype=dtype)
-    compute_dtype = layer.compute_dtype
-    context, weights = layer(
-        [ops.cast(query, compute_dtype), ops.cast(values, compute_dtype),
-         ops.cast(keys, compute_dtype)],
-        valid_lengths=np.array([6, 2, 0]),
-        return_attention_scores=True,
-    )
-    assert keras.backend.standardize_dtype(context.dtype) == compute_dtype
-    assert np.all(np.isfinite(numpy_of(context)))
-    expected, _ = reference_attention(
-        query, keys, values, value_mask=lengths_to_mask([6, 2, 0], 6),
-        scale=1 / math.sqrt(8),
-    )
-    np.testing.assert_allclose(numpy_of(context), expected, atol=0.1)
-    np.testing.assert_array_equal(numpy_of(weights)[2], 0.0)
-
-
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 def test_scores_of_plus_minus_1e4_stay_finite(dtype):
     # One-dimensional queries and keys so that the scores are exactly +-1e4.
@@ -141,30 +95,6 @@ def test_scores_of_plus_minus_1e4_stay_finite(dtype):
     assert np.all(np.isfinite(numpy_of(weights)))
     np.testing.assert_allclose(numpy_of(weights), expected_weights, atol=1e-3)
     np.testing.assert_allclose(numpy_of(context), expected_context, atol=1e-3)
-
-
-def test_dropout_only_in_training_and_seeded():
-    query, keys, values = random_inputs(num_queries=20, num_keys=30)
-    reference = numpy_of(DotProductAttention()([query, values, keys]))
-    layer = DotProductAttention(dropout=0.5, seed=7)
-    np.testing.assert_allclose(numpy_of(layer([query, values, keys])), reference, atol=1e-6)
-    np.testing.assert_allclose(
-        numpy_of(layer([query, values, keys], training=False)), reference, atol=1e-6
-    )
-    _, clean = DotProductAttention()([query, values, keys], return_attention_scores=True)
-    _, dropped = layer([query, values, keys], training=True, return_attention_scores=True)
-    dropped, clean = numpy_of(dropped), numpy_of(clean)
-    kept = dropped != 0.0
-    assert 0.3 < kept.mean() < 0.7
-    np.testing.assert_allclose(dropped[kept], clean[kept] / 0.5, rtol=1e-5)
-
-    def training_output(seed):
-        return numpy_of(DotProductAttention(dropout=0.5, seed=seed)(
-            [query, values, keys], training=True
-        ))
-
-    np.testing.assert_array_equal(training_output(3), training_output(3))
-    assert not np.allclose(training_output(3), training_output(4))
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -209,33 +139,9 @@ def test_scaled_matches_keras_ops_dot_product_attention(causal):
     np.testing.assert_allclose(numpy_of(ours), numpy_of(theirs)[:, :, 0], atol=1e-5)
 
 
-def test_get_config_round_trip():
-    layer = DotProductAttention(use_scale=False, dropout=0.25, seed=11, name="dot")
-    config = layer.get_config()
-    assert {"use_scale": False, "dropout": 0.25, "seed": 11}.items() <= config.items()
-    clone = DotProductAttention.from_config(config)
-    assert clone.get_config() == config
-    query, keys, values = random_inputs()
-    np.testing.assert_array_equal(
-        numpy_of(clone([query, values, keys])), numpy_of(layer([query, values, keys]))
-    )
-
-
 def test_rejects_dropout_out_of_range():
     with pytest.raises(ValueError, match="dropout=1.5"):
         DotProductAttention(dropout=1.5)
-
-
-def test_keras_mask_from_embedding_reaches_the_layer():
-    ids = np.array([[4, 5, 0, 0], [7, 0, 0, 0]])
-    query = np.random.default_rng(1).normal(size=(2, 3, 6)).astype("float32")
-    embedding = keras.layers.Embedding(10, 6, mask_zero=True)
-    values = embedding(ids)
-    layer = DotProductAttention()
-    context, weights = layer([query, values], return_attention_scores=True)
-    np.testing.assert_array_equal(numpy_of(weights)[0, :, 2:], 0.0)
-    explicit = layer([query, values], mask=[None, ids != 0])
-    np.testing.assert_array_equal(numpy_of(context), numpy_of(explicit))
 
 
 def test_output_shapes():
@@ -249,15 +155,44 @@ def test_output_shapes():
     assert weights.shape == (None, 3, 5)
 
 
-@pytest.mark.slow
-def test_keras_file_reloads_in_a_fresh_process(tmp_path):
-    query_in = keras.Input((None, 8))
-    value_ids = keras.Input((None,), dtype="int32")
-    values = keras.layers.Embedding(20, 8, mask_zero=True)(value_ids)
-    context = DotProductAttention(use_scale=False, dropout=0.1, seed=5)([query_in, values])
-    model = keras.Model([query_in, value_ids], context)
-    query = np.random.default_rng(2).normal(size=(2, 3, 8)).astype("float32")
-    ids = np.array([[3, 4, 5, 0], [6, 0, 0, 0]], "int32")
-    expected = numpy_of(model([query, ids], training=False))
-    (reloaded,) = outputs_in_fresh_process(model, [query, ids], tmp_path)
-    np.testing.assert_array_equal(reloaded, expected)
+# Near each half type's largest finite number (float16 65,504, bfloat16 3.39e38) with
+# d = 4: the raw product <q, k> = 4 m^2 overflows, the scaled score <q, k>/2 = 2 m^2
+# does not. The scaled score must be computed without passing through the raw one.
+HALF_LIMITS = [("float16", 150.0), ("bfloat16", 1.0e19)]
+
+
+@pytest.mark.parametrize("dtype, magnitude", HALF_LIMITS)
+def test_scaled_scores_near_the_half_limit_do_not_overflow(dtype, magnitude):
+    signs = np.array([1.0, 1.0, -1.0, 0.5])
+    keys = np.repeat(magnitude * signs[None, :, None], 4, axis=-1)  # (1, 4, 4)
+    query = np.stack([np.full(4, magnitude), np.full(4, -magnitude)])[None]  # (1, 2, 4)
+    values = np.eye(4)[None]
+    layer = DotProductAttention(dtype=dtype)
+    context, weights = layer(
+        [ops.cast(query, dtype), ops.cast(values, dtype), ops.cast(keys, dtype)],
+        return_attention_scores=True,
+    )
+    assert np.all(np.isfinite(numpy_of(weights))) and np.all(np.isfinite(numpy_of(context)))
+    expected_context, expected_weights = reference_attention(query, keys, values, scale=0.5)
+    np.testing.assert_allclose(numpy_of(weights), expected_weights, atol=1e-2)
+    np.testing.assert_allclose(numpy_of(context), expected_context, atol=1e-2)
+
+
+def test_key_mask_is_honoured_and_combined_with_the_value_mask():
+    query, keys, values = random_inputs()
+    value_mask = lengths_to_mask([6, 4, 5], 6)
+    key_mask = np.ones((3, 6), bool)
+    key_mask[:, 1] = False
+    layer = DotProductAttention()
+    for masks, allowed in [
+        ([None, None, key_mask], key_mask),
+        ([None, value_mask, key_mask], value_mask & key_mask),
+    ]:
+        context, weights = layer(
+            [query, values, keys], mask=masks, return_attention_scores=True
+        )
+        expected_context, expected_weights = reference_attention(
+            query, keys, values, value_mask=allowed, scale=1 / math.sqrt(8)
+        )
+        np.testing.assert_allclose(numpy_of(weights), expected_weights, atol=1e-6)
+        np.testing.assert_allclose(numpy_of(context), expected_context, atol=1e-5)

@@ -12,6 +12,9 @@ CONFIGS = [
      "score": "additive"},
     {"bidirectional": False, "input_feeding": True, "embedding_dim": 64, "units": 32},
     {"cell": "lstm", "encoder_layers": 3, "bridge": "zeros", "score": "dot"},
+    {"encoder": "self-attention", "encoder_layers": 2, "embedding_dim": 64, "units": 48},
+    {"encoder": "self-attention", "decoder": "self-attention", "decoder_layers": 2,
+     "embedding_dim": 64, "heads": 2, "score": "scaled_dot", "feed_forward_dim": 96},
 ]
 
 

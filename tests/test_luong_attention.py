@@ -1,11 +1,10 @@
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 from keras import ops
 
-from keras_roundtrip import outputs_in_fresh_process
 from numpy_attention import layer_outputs as run
+from numpy_luong import luong_attention
 from layers import LuongAttention
 
 SCORES = ["dot", "general", "concat"]
@@ -25,68 +24,29 @@ def make_inputs(score, seed=0, lengths=(7, 4, 1), query_lengths=(4, 2, 3)):
     return query, values, keys, query_mask, value_mask
 
 
-def numpy_weights(layer):
-    return {v.name: ops.convert_to_numpy(v).astype("float64") for v in layer.weights}
-
-
-def sigmoid(x):
-    return 1.0 / (1.0 + np.exp(-x))
-
-
 def reference_luong(layer, query, values, keys, query_mask, value_mask, query_positions=None):
-    """Luong et al. 2015, eqs. 7-10, one query and one key at a time, in the
-    paper's column-vector notation (the layer stores the transposed matrices)."""
-    w = numpy_weights(layer)
-    query, values, keys = (x.astype("float64") for x in (query, values, keys))
-    batch, num_queries, query_dim = query.shape
-    num_keys = keys.shape[1]
-    window = layer.window
-    sigma = window / 2.0
-    weights = np.zeros((batch, num_queries, num_keys))
-    for b in range(batch):
-        valid = [s for s in range(num_keys) if value_mask is None or value_mask[b, s]]
-        position = {s: i for i, s in enumerate(valid)}  # source position, from 0
-        length = len(valid)
-        for t in range(num_queries):
-            h_t = query[b, t]
-
-            def score(h_s):
-                if layer.score_name == "dot":
-                    return h_t @ h_s
-                if layer.score_name == "general":
-                    return h_t @ w["W_a"].T @ h_s
-                return w["v_a"] @ np.tanh(w["W_a"].T @ np.concatenate([h_t, h_s]))
-
-            if layer.alignment == "global":
-                allowed = valid
-            else:
-                if layer.alignment == "local-m":
-                    p_t = t if query_positions is None else query_positions[b, t]
-                else:
-                    p_t = (length - 1) * sigmoid(w["v_p"] @ np.tanh(w["W_p"].T @ h_t))
-                allowed = [s for s in valid if abs(position[s] - p_t) <= window]
-            if not allowed:
-                continue
-            scores = np.array([score(keys[b, s]) for s in allowed])
-            e = np.exp(scores - scores.max())
-            for s, a in zip(allowed, e / e.sum()):
-                if layer.alignment == "local-p":
-                    a *= np.exp(-((position[s] - p_t) ** 2) / (2 * sigma**2))
-                weights[b, t, s] = a
-    context = weights @ values
-    if query_mask is not None:
-        context = context * query_mask[..., None]
-    return context, weights
+    """`(context, weights, centres)` of `tests/numpy_luong.py` with this layer's
+    settings and weights, turned into the paper's orientation (Keras stores the
+    transposes)."""
+    matrices = {v.name: ops.convert_to_numpy(v).astype("float64") for v in layer.weights}
+    for name in ("W_a", "W_p"):
+        if name in matrices:
+            matrices[name] = matrices[name].T
+    return luong_attention(
+        query, keys, values, score=layer.score_name, alignment=layer.alignment,
+        window=layer.window, matrices=matrices, value_mask=value_mask,
+        query_mask=query_mask, query_positions=query_positions,
+    )
 
 
-@pytest.mark.parametrize("window", [1, 2])
+@pytest.mark.parametrize("window", [1, 2, 3])
 @pytest.mark.parametrize("alignment", ALIGNMENTS)
 @pytest.mark.parametrize("score", SCORES)
 def test_matches_numpy_reference(score, alignment, window):
     query, values, keys, query_mask, value_mask = make_inputs(score)
     layer = LuongAttention(score=score, alignment=alignment, window=window)
     context, weights = run(layer, query, values, keys, query_mask, value_mask)
-    ref_context, ref_weights = reference_luong(
+    ref_context, ref_weights, _ = reference_luong(
         layer, query, values, keys, query_mask, value_mask
     )
     np.testing.assert_allclose(weights, ref_weights, atol=1e-5)
@@ -106,7 +66,7 @@ def test_units_sets_the_hidden_size():
         "W_p": (QUERY_DIM, 9),
         "v_p": (9,),
     }
-    ref_context, ref_weights = reference_luong(
+    ref_context, ref_weights, _ = reference_luong(
         layer, query, values, keys, query_mask, value_mask
     )
     np.testing.assert_allclose(weights, ref_weights, atol=1e-5)
@@ -125,17 +85,6 @@ def test_weight_names_and_shapes():
     layer = LuongAttention(score="dot")
     layer([query, query])
     assert layer.weights == []
-
-
-@pytest.mark.parametrize("alignment", ALIGNMENTS)
-@pytest.mark.parametrize("score", SCORES)
-def test_fully_masked_rows_give_zeros(score, alignment):
-    query, values, keys, _, _ = make_inputs(score)
-    layer = LuongAttention(score=score, alignment=alignment, window=2)
-    context, weights = run(layer, query, values, keys, valid_lengths=np.array([3, 0, 5]))
-    assert np.all(np.isfinite(context)) and np.all(np.isfinite(weights))
-    assert np.all(weights[1] == 0.0) and np.all(context[1] == 0.0)
-    assert np.all(weights[0, :, 3:] == 0.0)
 
 
 def large_score_weights(layer, score, magnitude):
@@ -185,7 +134,7 @@ def test_zero_weight_outside_the_window(score, alignment):
     query, values, keys, _, value_mask = make_inputs(score, seed=3, lengths=(7, 6, 5))
     layer = LuongAttention(score=score, alignment=alignment, window=1)
     _, weights = run(layer, query, values, keys, value_mask=value_mask)
-    centres = ops.convert_to_numpy(layer.aligned_positions(query, keys, value_mask))
+    _, _, centres = reference_luong(layer, query, values, keys, None, value_mask)
     outside = np.abs(np.arange(TV)[None, None, :] - centres[..., None]) > 1
     assert outside.any()
     assert np.all(weights[outside] == 0.0)
@@ -193,45 +142,43 @@ def test_zero_weight_outside_the_window(score, alignment):
     assert np.all(weights[inside_valid] > 0.0)
 
 
-def test_local_p_gaussian_factor_by_hand():
-    # v_p = 0 makes sigmoid(.) = 1/2, so p_t = (S - 1) / 2 = 2 for S = 5; equal
-    # keys make the softmax uniform over the window {0..4} (D = 2), and the
-    # Gaussian with σ = 1 gives exp(-(s - 2)² / 2) / 5.
-    layer = LuongAttention(score="dot", alignment="local-p", window=2)
+def local_p_weights_by_hand(v_p, length, window=2, padded_length=8):
+    """Weights of one query on `padded_length` equal keys (`length` of them valid)
+    with W_p = 50 I, so that tanh(W_p h_t) = 1 and eq. 9 gives
+    p_t = S · sigmoid(sum(v_p))."""
+    layer = LuongAttention(score="dot", alignment="local-p", window=window)
     query = np.ones((1, 1, 2), "float32")
-    keys = np.ones((1, 9, 2), "float32")
+    keys = np.ones((1, padded_length, 2), "float32")
     layer.build([query.shape, keys.shape])
-    layer.v_p.assign(np.zeros_like(layer.v_p))
-    _, weights = layer([query, keys], valid_lengths=np.array([5]), return_attention_scores=True)
-    expected = np.exp(-((np.arange(5) - 2.0) ** 2) / 2.0) / 5.0
-    np.testing.assert_allclose(ops.convert_to_numpy(weights)[0, 0, :5], expected, atol=1e-7)
-    assert np.all(ops.convert_to_numpy(weights)[0, 0, 5:] == 0.0)
+    layer.W_p.assign(50.0 * np.eye(2, dtype="float32"))
+    layer.v_p.assign(np.asarray(v_p, "float32"))
+    _, weights = layer(
+        [query, keys], valid_lengths=np.array([length]), return_attention_scores=True
+    )
+    return ops.convert_to_numpy(weights)[0, 0]
 
 
-@pytest.mark.parametrize("score", SCORES)
-def test_local_p_gaussian_factor_against_window_softmax(score):
-    query, values, keys, _, value_mask = make_inputs(score, seed=5, lengths=(7, 5, 2))
-    layer = LuongAttention(score=score, alignment="local-p", window=3)
-    _, weights = run(layer, query, values, keys, value_mask=value_mask)
-    scores = ops.convert_to_numpy(layer.score(query, keys)).astype("float64")
-    centres = ops.convert_to_numpy(layer.aligned_positions(query, keys, value_mask))
-    offsets = np.arange(TV)[None, None, :] - centres[..., None]
-    window = (np.abs(offsets) <= 3) & value_mask[:, None, :]
-    e = np.where(window, np.exp(scores - scores.max(-1, keepdims=True)), 0.0)
-    softmax = e / e.sum(-1, keepdims=True)
-    expected = softmax * np.exp(-(offsets**2) / (2 * 1.5**2))
-    np.testing.assert_allclose(weights, expected, atol=1e-6)
+def test_local_p_gaussian_factor_by_hand():
+    # v_p = 0: sigmoid(0) = 1/2, so p_t = S / 2 = 2.5 for S = 5. Equal keys make the
+    # softmax uniform over the window |s - 2.5| <= D = 2, s in {1, 2, 3, 4}, and
+    # eq. 10 multiplies by exp(-(s - 2.5)² / 2) (σ = D / 2 = 1).
+    weights = local_p_weights_by_hand([0.0, 0.0], length=5)
+    offsets = np.arange(1, 5) - 2.5
+    np.testing.assert_allclose(weights[1:5], np.exp(-(offsets**2) / 2.0) / 4.0, atol=1e-7)
+    assert weights[0] == 0.0 and np.all(weights[5:] == 0.0)
 
 
-@pytest.mark.parametrize("score", SCORES)
-def test_local_p_positions_stay_in_the_valid_range(score):
-    query, values, keys, _, value_mask = make_inputs(score, lengths=(7, 4, 1))
-    layer = LuongAttention(score=score, alignment="local-p", window=2)
-    layer([query, values, keys], mask=[None, value_mask])
-    layer.v_p.assign(1e3 * np.ones_like(layer.v_p))  # sigmoid saturates at 0 or 1
-    centres = ops.convert_to_numpy(layer.aligned_positions(query, keys, value_mask))
-    last = value_mask.sum(-1)[:, None] - 1
-    assert np.all(centres >= 0.0) and np.all(centres <= last)
+def test_local_p_centre_spans_zero_to_the_source_length():
+    # sigmoid(±100) saturates: p_t = S = 5 past the last word (s = 4), whose window
+    # keeps s in {3, 4}; p_t = 0 on the first word, whose window keeps s in {0, 1, 2}.
+    at_end = local_p_weights_by_hand([50.0, 50.0], length=5)
+    np.testing.assert_allclose(at_end[3:5], np.exp(-np.array([4.0, 1.0]) / 2.0) / 2.0,
+                               atol=1e-7)
+    assert np.all(at_end[:3] == 0.0) and np.all(at_end[5:] == 0.0)
+    at_start = local_p_weights_by_hand([-50.0, -50.0], length=5)
+    np.testing.assert_allclose(at_start[:3], np.exp(-np.array([0.0, 1.0, 4.0]) / 2.0) / 3.0,
+                               atol=1e-7)
+    assert np.all(at_start[3:] == 0.0)
 
 
 @pytest.mark.parametrize("where", ["append", "prepend"])
@@ -306,104 +253,6 @@ def test_local_m_query_positions_shift_the_window():
         np.testing.assert_allclose(weights[:, t].sum(-1), 1.0, atol=1e-6)
 
 
-@pytest.mark.parametrize("alignment", ALIGNMENTS)
-def test_keras_masks_from_embeddings(alignment):
-    source_ids = np.array([[4, 5, 6, 7, 0, 0], [8, 9, 0, 0, 0, 0]])
-    target_ids = np.array([[5, 6, 0], [7, 0, 0]])
-    source = keras.Input((None,), dtype="int32")
-    target = keras.Input((None,), dtype="int32")
-    embed = keras.layers.Embedding(12, 4, mask_zero=True)
-    layer = LuongAttention(score="general", alignment=alignment, window=2)
-    context = layer([embed(target), embed(source)])
-    model = keras.Model([source, target], context)
-    got = ops.convert_to_numpy(model([source_ids, target_ids]))
-    # Plain arrays: eager embeddings would carry their Keras mask along.
-    query = ops.convert_to_numpy(embed(target_ids))
-    keys = ops.convert_to_numpy(embed(source_ids))
-    expected = layer([query, keys], mask=[target_ids != 0, source_ids != 0])
-    np.testing.assert_allclose(got, ops.convert_to_numpy(expected), atol=1e-6)
-    assert np.all(got[1, 1:] == 0.0)
-    unmasked = ops.convert_to_numpy(layer([query, keys]))
-    # Without masks the padding of source 1 (within every window) gets weight.
-    assert not np.allclose(got[1, 0], unmasked[1, 0])
-
-
-@pytest.mark.parametrize("alignment", ALIGNMENTS)
-def test_valid_lengths_equal_value_mask(alignment):
-    query, values, keys, _, value_mask = make_inputs("concat")
-    layer = LuongAttention(score="concat", alignment=alignment, window=2)
-    by_mask = run(layer, query, values, keys, value_mask=value_mask)
-    by_lengths = run(layer, query, values, keys, valid_lengths=value_mask.sum(-1))
-    np.testing.assert_array_equal(by_mask[1], by_lengths[1])
-    np.testing.assert_array_equal(by_mask[0], by_lengths[0])
-
-
-def test_config_round_trip():
-    layer = LuongAttention(
-        score="concat", units=7, alignment="local-p", window=3, dropout=0.2, seed=11,
-        name="attention",
-    )
-    config = layer.get_config()
-    assert {k: config[k] for k in ("score", "units", "alignment", "window", "dropout", "seed")} == {
-        "score": "concat", "units": 7, "alignment": "local-p", "window": 3, "dropout": 0.2,
-        "seed": 11,
-    }
-    clone = LuongAttention.from_config(config)
-    assert clone.get_config() == config
-    query, values, keys, _, value_mask = make_inputs("concat")
-    expected = run(layer, query, values, keys, value_mask=value_mask)
-    clone.build([query.shape, values.shape, keys.shape])
-    clone.set_weights(layer.get_weights())
-    np.testing.assert_array_equal(run(clone, query, values, keys, value_mask=value_mask)[1],
-                                  expected[1])
-    restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(layer))
-    assert isinstance(restored, LuongAttention) and restored.get_config() == config
-
-
-
-
-@pytest.mark.slow
-def test_saved_model_reloads_in_a_fresh_process(tmp_path):
-    source = keras.Input((None,), dtype="int32", name="source")
-    target = keras.Input((None,), dtype="int32", name="target")
-    embed_source = keras.layers.Embedding(20, 6, mask_zero=True)(source)
-    embed_target = keras.layers.Embedding(20, 6, mask_zero=True)(target)
-    outputs = []
-    for score, alignment in [("dot", "global"), ("general", "local-m"), ("concat", "local-p")]:
-        layer = LuongAttention(
-            score=score, alignment=alignment, window=2, name=f"{score}_{alignment}"
-        )
-        outputs.extend(layer([embed_target, embed_source], return_attention_scores=True))
-    model = keras.Model([source, target], outputs)
-    rng = np.random.default_rng(0)
-    source_ids = rng.integers(1, 20, size=(3, 8)) * (np.arange(8) < np.array([[8], [5], [2]]))
-    target_ids = rng.integers(1, 20, size=(3, 4)) * (np.arange(4) < np.array([[4], [2], [3]]))
-    # Called as the reloading process calls it, so the same kernels run on both sides.
-    expected = [ops.convert_to_numpy(o) for o in model([source_ids, target_ids], training=False)]
-    reloaded = outputs_in_fresh_process(model, [source_ids, target_ids], tmp_path)
-    assert len(reloaded) == len(expected) == 6
-    for got, array in zip(reloaded, expected):
-        np.testing.assert_array_equal(got, array)
-
-
-@pytest.mark.parametrize("alignment", ALIGNMENTS)
-@pytest.mark.parametrize("score", SCORES)
-def test_gradients_reach_every_weight(score, alignment):
-    query, values, keys, _, value_mask = make_inputs(score, lengths=(7, 6, 5))
-    layer = LuongAttention(score=score, alignment=alignment, window=2)
-    layer.build([query.shape, values.shape, keys.shape])
-    probe = np.random.default_rng(2).normal(size=(BATCH, TQ, VALUE_DIM)).astype("float32")
-    query = tf.constant(query)
-    with tf.GradientTape() as tape:
-        tape.watch(query)
-        context = layer([query, values, keys], mask=[None, value_mask])
-        loss = ops.sum(context * probe)
-    gradients = tape.gradient(loss, layer.trainable_weights + [query])
-    for variable, gradient in zip(layer.trainable_weights + [query], gradients):
-        assert gradient is not None, variable
-        assert np.any(ops.convert_to_numpy(gradient) != 0.0), variable
-
-
 def test_dot_matches_keras_attention():
     query, values, _, query_mask, value_mask = make_inputs("dot")
     keys = np.random.default_rng(4).normal(size=(BATCH, TV, QUERY_DIM)).astype("float32")
@@ -413,30 +262,6 @@ def test_dot_matches_keras_attention():
     )
     np.testing.assert_allclose(ours[1], ops.convert_to_numpy(theirs[1]), atol=1e-6)
     np.testing.assert_allclose(ours[0], ops.convert_to_numpy(theirs[0]), atol=1e-6)
-
-
-@pytest.mark.parametrize("alignment", ALIGNMENTS)
-def test_dropout_only_while_training_and_seeded(alignment):
-    query, values, keys, _, value_mask = make_inputs("general", lengths=(7, 7, 6))
-    layers = [
-        LuongAttention(score="general", alignment=alignment, dropout=0.5, seed=3)
-        for _ in range(2)
-    ]
-    for layer in layers:
-        layer.build([query.shape, values.shape, keys.shape])
-    layers[1].set_weights(layers[0].get_weights())
-    plain = LuongAttention(score="general", alignment=alignment)
-    plain.build([query.shape, values.shape, keys.shape])
-    plain.set_weights(layers[0].get_weights())
-    _, expected = run(plain, query, values, keys, value_mask=value_mask)
-    _, inference = run(layers[0], query, values, keys, value_mask=value_mask, training=False)
-    np.testing.assert_array_equal(inference, expected)
-    _, first = run(layers[0], query, values, keys, value_mask=value_mask, training=True)
-    _, second = run(layers[1], query, values, keys, value_mask=value_mask, training=True)
-    np.testing.assert_array_equal(first, second)
-    dropped = (first == 0.0) & (expected > 0.0)
-    assert dropped.any() and (~dropped & (expected > 0.0)).any()
-    np.testing.assert_allclose(first[~dropped], 2.0 * expected[~dropped], rtol=1e-6)
 
 
 @pytest.mark.parametrize(

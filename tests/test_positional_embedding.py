@@ -52,11 +52,11 @@ def test_positions_argument_gives_each_step_its_own_encoding():
         np.testing.assert_allclose(one[:, 0], full[:, step], atol=1e-6)
 
 
-def test_mask_zero_propagates_a_keras_mask():
+def test_a_mask_only_with_mask_zero():
+    # That the mask reaches the next layer is part of tests/test_layer_contract.py.
     ids = np.array([[3, 4, 0], [5, 0, 0]])
     masked = PositionalEmbedding(vocab_size=10, output_dim=4, mask_zero=True)
-    np.testing.assert_array_equal(ops.convert_to_numpy(masked(ids)._keras_mask), ids != 0)
-    assert masked.compute_mask(ids) is not None
+    np.testing.assert_array_equal(ops.convert_to_numpy(masked.compute_mask(ids)), ids != 0)
     assert PositionalEmbedding(vocab_size=10, output_dim=4).compute_mask(ids) is None
 
 
@@ -89,20 +89,38 @@ def test_mixed_precision_output_is_float16_and_finite():
     assert np.all(np.isfinite(numpy_of(output)))
 
 
-def test_get_config_and_keras_file_round_trip(tmp_path):
-    layer = PositionalEmbedding(vocab_size=15, output_dim=4, mask_zero=True, name="embed")
-    config = layer.get_config()
-    assert {"vocab_size": 15, "output_dim": 4, "mask_zero": True}.items() <= config.items()
-    assert PositionalEmbedding.from_config(config).get_config() == config
-    ids = keras.Input((None,), dtype="int32")
-    model = keras.Model(ids, layer(ids))
-    model.save(tmp_path / "embed.keras")
-    reloaded = keras.saving.load_model(tmp_path / "embed.keras")
-    token_ids = np.array([[1, 2, 0]])
-    np.testing.assert_array_equal(numpy_of(reloaded(token_ids)), numpy_of(model(token_ids)))
-
-
 def test_output_shape():
     layer = PositionalEmbedding(vocab_size=15, output_dim=4)
     assert layer.compute_output_shape((2, 7)) == (2, 7, 4)
     assert layer(keras.Input((7,), dtype="int32")).shape == (None, 7, 4)
+
+
+def test_learned_encoding_adds_its_table_row_and_reuses_the_last_row_past_the_end():
+    layer = PositionalEmbedding(vocab_size=20, output_dim=6, encoding="learned", max_length=4)
+    ids = np.array([[3, 1, 4, 1, 5, 9]])
+    output = numpy_of(layer(ids))
+    table = numpy_of(layer.token_embedding.embeddings)
+    positions = numpy_of(layer.position_table)
+    rows = [0, 1, 2, 3, 3, 3]
+    np.testing.assert_allclose(output, table[ids] * math.sqrt(6) + positions[rows][None],
+                               atol=1e-6)
+    one = numpy_of(layer(ids[:, 2:3], positions=np.array([[2]])))
+    np.testing.assert_allclose(one[:, 0], output[:, 2], atol=1e-6)
+
+
+@pytest.mark.parametrize("arguments", [dict(encoding="learned"),
+                                       dict(encoding="learned", max_length=0),
+                                       dict(encoding="rotary")])
+def test_bad_encoding_arguments_are_rejected(arguments):
+    with pytest.raises(ValueError, match="Received"):
+        PositionalEmbedding(vocab_size=10, output_dim=4, **arguments)
+
+
+def test_learned_encoding_round_trips_through_a_keras_file(tmp_path):
+    layer = PositionalEmbedding(vocab_size=15, output_dim=4, encoding="learned", max_length=5)
+    ids = keras.Input((None,), dtype="int32")
+    model = keras.Model(ids, layer(ids))
+    model.save(tmp_path / "learned.keras")
+    reloaded = keras.saving.load_model(tmp_path / "learned.keras")
+    token_ids = np.array([[1, 2, 3, 4, 5, 6, 0]])
+    np.testing.assert_array_equal(numpy_of(reloaded(token_ids)), numpy_of(model(token_ids)))

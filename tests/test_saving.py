@@ -19,9 +19,22 @@ BEAM = SearchConfig(beam_size=3, n_best=3, max_length_ratio=1.0, max_length_offs
 GREEDY = SearchConfig(beam_size=1, max_length_ratio=1.0, max_length_offset=4)
 
 
+# A small Transformer: self-attention on both sides, post-norm, learned positions,
+# cross-attention with the general score.
+TRANSFORMER = dict(
+    encoder="self-attention", decoder="self-attention", encoder_layers=2, decoder_layers=2,
+    heads=2, norm="post", position_encoding="learned", max_positions=20, score="general",
+)
+
+
 @pytest.fixture(scope="module")
 def parts():
     return model_and_tokenizers()
+
+
+@pytest.fixture(scope="module", params=["rnn", "transformer"])
+def any_parts(request):
+    return model_and_tokenizers(**(TRANSFORMER if request.param == "transformer" else {}))
 
 
 def summary(translations):
@@ -51,7 +64,8 @@ print(json.dumps({"results": results, "metadata": loaded.metadata}))
 
 
 @pytest.mark.slow
-def test_a_saved_model_translates_identically_in_a_fresh_process(parts, tmp_path):
+def test_a_saved_model_translates_identically_in_a_fresh_process(any_parts, tmp_path):
+    parts = any_parts
     model, source_tokenizer, target_tokenizer = parts
     directory = tmp_path / "model"
     saving.save_model(

@@ -3,11 +3,9 @@ import math
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 from keras import ops
 
-from keras_roundtrip import outputs_in_fresh_process
-from layers import PositionalEmbedding, ScaledDotSelfAttention
+from layers import ScaledDotSelfAttention
 from numpy_attention import lengths_to_mask, reference_attention
 
 
@@ -110,27 +108,6 @@ def test_matches_one_head_keras_multi_head_attention_with_identity_output(causal
     np.testing.assert_allclose(got[mask], expected[mask], atol=1e-5)
 
 
-def test_mask_and_valid_lengths_agree_and_combine():
-    (w_q, w_k, w_v), _, inputs = random_layer_and_inputs(False)
-    layer = layer_with_weights(w_q, w_k, w_v)
-    by_lengths = numpy_of(layer(inputs, valid_lengths=np.array([5, 3, 1])))
-    by_mask = numpy_of(layer(inputs, mask=lengths_to_mask([5, 3, 1], 5)))
-    both = numpy_of(layer(inputs, mask=lengths_to_mask([5, 4, 1], 5),
-                          valid_lengths=np.array([5, 3, 2])))
-    np.testing.assert_array_equal(by_lengths, by_mask)
-    np.testing.assert_array_equal(both, by_mask)
-
-
-def test_keras_mask_from_embedding_propagates():
-    ids = np.array([[5, 6, 7, 0], [8, 0, 0, 0]])
-    embedded = keras.layers.Embedding(10, 6, mask_zero=True)(ids)
-    layer = ScaledDotSelfAttention(key_dim=4)
-    output = layer(embedded)
-    np.testing.assert_array_equal(ops.convert_to_numpy(output._keras_mask), ids != 0)
-    np.testing.assert_array_equal(numpy_of(output), numpy_of(layer(embedded, mask=ids != 0)))
-    np.testing.assert_array_equal(numpy_of(output)[ids == 0], 0.0)
-
-
 def test_causal_output_at_each_step_equals_the_prefix_alone():
     (w_q, w_k, w_v), _, inputs = random_layer_and_inputs(True)
     layer = layer_with_weights(w_q, w_k, w_v)
@@ -140,29 +117,17 @@ def test_causal_output_at_each_step_equals_the_prefix_alone():
         np.testing.assert_allclose(full[:, step], prefix[:, step], atol=1e-5)
 
 
-def test_gradients_reach_every_weight():
-    (w_q, w_k, w_v), biases, inputs = random_layer_and_inputs(True)
-    layer = layer_with_weights(w_q, w_k, w_v, biases)
-    with tf.GradientTape() as tape:
-        loss = ops.sum(ops.square(layer(inputs, valid_lengths=np.array([5, 3, 2]))))
-    gradients = tape.gradient(loss, layer.trainable_weights)
-    names = [weight.name for weight in layer.trainable_weights]
-    assert names == ["W_q", "W_k", "W_v", "b_q", "b_k", "b_v"]
-    for name, gradient in zip(names, gradients):
-        assert gradient is not None, name
-        assert np.all(np.isfinite(numpy_of(gradient))), name
-        assert np.any(numpy_of(gradient) != 0.0), name
-
-
 def test_weight_shapes_and_value_dim_default():
     layer = ScaledDotSelfAttention(key_dim=4)
     layer.build((None, None, 6))
+    assert [w.name for w in layer.weights] == ["W_q", "W_k", "W_v"]
     assert [tuple(w.shape) for w in layer.weights] == [(6, 4), (6, 4), (6, 4)]
     assert layer.compute_output_shape((2, 5, 6)) == (2, 5, 4)
     layer = ScaledDotSelfAttention(key_dim=4, value_dim=7, use_bias=True)
     output, weights = layer(keras.Input((5, 6)), return_attention_scores=True)
     assert output.shape == (None, 5, 7)
     assert weights.shape == (None, 5, 5)
+    assert [w.name for w in layer.weights] == ["W_q", "W_k", "W_v", "b_q", "b_k", "b_v"]
     assert [tuple(w.shape) for w in layer.weights] == [
         (6, 4), (6, 4), (6, 7), (4,), (4,), (7,)]
 
@@ -178,47 +143,16 @@ def test_rejects_bad_value_dim():
         ScaledDotSelfAttention(key_dim=4, value_dim=0)
 
 
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "mixed_float16"])
-def test_half_precision_with_padding_never_nan(dtype):
-    (w_q, w_k, w_v), _, inputs = random_layer_and_inputs(False)
-    layer = layer_with_weights(w_q, w_k, w_v, dtype=dtype)
-    output = layer(ops.cast(inputs, layer.compute_dtype), valid_lengths=np.array([5, 1, 0]))
-    assert keras.backend.standardize_dtype(output.dtype) == layer.compute_dtype
-    mask = lengths_to_mask([5, 1, 0], 5)
-    expected, _ = reference_attention(
-        inputs @ w_q, inputs @ w_k, inputs @ w_v, value_mask=mask, query_mask=mask,
-        scale=0.5,
-    )
-    assert np.all(np.isfinite(numpy_of(output)))
-    np.testing.assert_allclose(numpy_of(output), expected, atol=0.15)
-
-
-def test_dropout_only_while_training():
-    (w_q, w_k, w_v), _, inputs = random_layer_and_inputs(False)
-    layer = layer_with_weights(w_q, w_k, w_v, dropout=0.5, seed=1)
-    clean = layer_with_weights(w_q, w_k, w_v)
-    np.testing.assert_array_equal(numpy_of(layer(inputs)), numpy_of(clean(inputs)))
-    assert not np.allclose(numpy_of(layer(inputs, training=True)), numpy_of(clean(inputs)))
-
-
-def test_get_config_round_trip():
-    layer = ScaledDotSelfAttention(key_dim=4, value_dim=2, use_scale=False, use_bias=True,
-                                   dropout=0.2, seed=3, name="self_attention")
-    config = layer.get_config()
-    assert {"key_dim": 4, "value_dim": 2, "use_scale": False, "use_bias": True,
-            "dropout": 0.2, "seed": 3}.items() <= config.items()
-    assert ScaledDotSelfAttention.from_config(config).get_config() == config
-
-
-@pytest.mark.slow
-def test_keras_file_reloads_in_a_fresh_process(tmp_path):
-    ids = keras.Input((None,), dtype="int32")
-    embedded = PositionalEmbedding(30, 8, mask_zero=True)(ids)
-    attended = ScaledDotSelfAttention(key_dim=4, value_dim=6, use_bias=True, dropout=0.1,
-                                      seed=2)(embedded, use_causal_mask=True)
-    model = keras.Model(ids, attended)
-    token_ids = np.array([[4, 9, 12, 3, 0], [7, 3, 0, 0, 0]], "int32")
-    expected = numpy_of(model(token_ids, training=False))
-    (reloaded,) = outputs_in_fresh_process(model, [token_ids], tmp_path)
-    np.testing.assert_array_equal(reloaded, expected)
-    np.testing.assert_array_equal(reloaded[token_ids == 0], 0.0)
+# The scaled score near each half type's largest finite number (float16 65,504,
+# bfloat16 3.39e38): with identity projections and key_dim 4, <q, k> = 4 m^2
+# overflows where <q, k>/2 = 2 m^2 does not.
+@pytest.mark.parametrize("dtype, magnitude", [("float16", 150.0), ("bfloat16", 1.0e19)])
+def test_scaled_scores_near_the_half_limit_do_not_overflow(dtype, magnitude):
+    identity = np.eye(4, dtype="float32")
+    layer = layer_with_weights(identity, identity, identity, dtype=dtype)
+    inputs = magnitude * np.array([[[1.0] * 4, [1.0] * 4, [-1.0] * 4]])
+    output, weights = layer(ops.cast(inputs, dtype), return_attention_scores=True)
+    assert np.all(np.isfinite(numpy_of(weights))) and np.all(np.isfinite(numpy_of(output)))
+    expected_output, expected_weights = reference_attention(inputs, inputs, inputs, scale=0.5)
+    np.testing.assert_allclose(numpy_of(weights), expected_weights, atol=1e-2)
+    np.testing.assert_allclose(numpy_of(output), expected_output, rtol=1e-2)

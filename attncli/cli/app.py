@@ -300,10 +300,23 @@ def inspect_weights(
         bool, typer.Option("--params", help="List every weight tensor with its statistics.")
     ] = False,
     decimals: Annotated[int, typer.Option(help="Digits after the point.")] = 3,
+    attention: Annotated[
+        str | None,
+        typer.Option(help="Which attention: cross (the decoder's over the source), "
+                          "encoder or decoder (their self-attention).",
+                     show_default="cross"),
+    ] = None,
+    layer: Annotated[
+        int | None, typer.Option(help="The block of that attention (1-based).",
+                                 show_default="the last")
+    ] = None,
+    head: Annotated[
+        int | None, typer.Option(help="One head (1-based).", show_default="the mean of all")
+    ] = None,
 ):
     """Look inside a trained model: attention heatmaps, one step's scores, the weights."""
     _load_tensorflow(ctx)
     from attncli.cli.inspect_command import inspect
 
     inspect(run_path=run, text=text, beam=beam, png=png, step=step, params=params,
-            decimals=decimals)
+            decimals=decimals, attention=attention, layer=layer, head=head)

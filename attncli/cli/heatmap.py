@@ -30,7 +30,8 @@ def _shade(weight):
     return f"{ink} on rgb({red},{green},{blue})"
 
 
-def heatmap_table(source_tokens, output_tokens, weights, decimals=2, title=None):
+def heatmap_table(source_tokens, output_tokens, weights, decimals=2, title=None,
+                  row_label="output", column_label="source"):
     """A Rich table of attention weights, one row per output token.
 
     Args:
@@ -39,13 +40,14 @@ def heatmap_table(source_tokens, output_tokens, weights, decimals=2, title=None)
         weights: array `(len(output_tokens), len(source_tokens))`.
         decimals: digits printed in each cell. Defaults to 2.
         title: optional table title.
+        row_label, column_label: what the rows and columns are, for the corner cell.
 
     Returns:
         rich.table.Table; the largest weight of each row is bold and marked `*`.
     """
     weights = _check(source_tokens, output_tokens, weights)
     table = Table(title=title, show_lines=False, pad_edge=False)
-    table.add_column("output \\ source", style="bold")
+    table.add_column(f"{row_label} \\ {column_label}", style="bold")
     for token in source_tokens:
         table.add_column(Text(token), justify="right", no_wrap=True)
     for token, row in zip(output_tokens, weights):
@@ -59,11 +61,14 @@ def heatmap_table(source_tokens, output_tokens, weights, decimals=2, title=None)
     return table
 
 
-def save_heatmap_png(source_tokens, output_tokens, weights, path, title=None):
+def save_heatmap_png(source_tokens, output_tokens, weights, path, title=None,
+                     row_label="output", column_label="source"):
     """Save the attention matrix as a labelled PNG with a colour bar.
 
-    Source tokens run along the top, output tokens down the side, and each row's
-    largest weight is outlined.
+    Source tokens (the keys) run along the top, output tokens (the queries) down the
+    side, and each row's largest weight is outlined. `row_label` and `column_label`
+    name the axes (a self-attention matrix has source or decoder-input tokens on
+    both).
     """
     # A Figure of its own, not pyplot: no global backend is switched, no window opens.
     from matplotlib.figure import Figure
@@ -79,16 +84,19 @@ def save_heatmap_png(source_tokens, output_tokens, weights, path, title=None):
                     ha="left", rotation_mode="anchor")
     axes.set_yticks(range(len(output_tokens)), labels=output_tokens)
     axes.xaxis.tick_top()
-    axes.set_xlabel("source")
+    axes.set_xlabel(column_label)
     axes.xaxis.set_label_position("top")
-    axes.set_ylabel("output")
+    axes.set_ylabel(row_label)
     for row, values in enumerate(weights):
         if values.size:
             column = int(np.argmax(values))
             axes.add_patch(Rectangle((column - 0.5, row - 0.5), 1, 1, fill=False,
                                      edgecolor="darkorange", linewidth=1.5))
     figure.colorbar(image, ax=axes, label="attention weight")
+    bottom = 0.0
     if title:
-        figure.suptitle(title, y=0.02, va="bottom", fontsize="small")
-    figure.tight_layout()
+        figure.suptitle(title, y=0.01, va="bottom", fontsize="small")
+        # Room under the axes for the title's lines (about 0.25 inch each).
+        bottom = min(0.3, 0.25 * (title.count("\n") + 1) / height)
+    figure.tight_layout(rect=(0, bottom, 1, 1))
     figure.savefig(path, dpi=120)

@@ -6,6 +6,11 @@
                     computed from the trained model: each source position's score,
                     softmax weight and weighted value, and the context
     --params        every weight tensor with its statistics, the attention's own first
+    --attention cross|encoder|decoder, --layer L, --head H
+                    which attention of a model with self-attention (see
+                    `attncli.cli.inspect_self_attention`); --step then walks a query
+                    of that head through x W_q, x W_k, x W_v, scores, softmax,
+                    weighted values and sum
 
 Everything asked for is printed to stdout (it is the result of the command).
 """
@@ -19,9 +24,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from attncli.errors import AttncliError
+from attncli.cli import inspect_self_attention
 from attncli.cli.heatmap import heatmap_table, save_heatmap_png
 from attncli.cli.render import check_decimals
+from attncli.errors import AttncliError
 
 
 def parameter_table(model, decimals=4):
@@ -29,7 +35,13 @@ def parameter_table(model, decimals=4):
 
     The attention layer's matrices (W_a, W_q, W_k, v, ...) come first.
     """
-    attention = {id(weight) for weight in model.decoder.attention.weights}
+    from layers import BaseAttention
+
+    attention = {
+        id(weight)
+        for layer in model._flatten_layers() if isinstance(layer, BaseAttention)
+        for weight in layer.weights
+    }
     weights = sorted(model.weights, key=lambda weight: id(weight) not in attention)
     table = Table(title="model weights (attention first)")
     for name in ("weight", "shape", "mean", "std", "min", "max", "norm"):
@@ -143,12 +155,22 @@ def step_table(walk, step, score_name, decimals=4):
     return table
 
 
-def inspect(*, run_path, text, beam, png, step, params, decimals):
+def inspect(*, run_path, text, beam, png, step, params, decimals, attention=None,
+            layer=None, head=None):
     """Run `attncli inspect-weights`; returns the process exit code."""
     from attncli.cli.translate_command import model_directory
 
     if (png is not None or step is not None) and not text:
         raise AttncliError("--png and --step need the sentence to look at: add --text \"...\"")
+    chosen = [name for name, value in (("--attention", attention), ("--layer", layer),
+                                       ("--head", head)) if value is not None]
+    if chosen and not text:
+        raise AttncliError(f"{chosen[0]} needs the sentence to look at: add --text \"...\"")
+    if attention not in (None, "cross", "encoder", "decoder"):
+        raise AttncliError(f"--attention {attention}: choose cross, encoder or decoder")
+    for name, value in (("--layer", layer), ("--head", head)):
+        if value is not None and value < 1:
+            raise AttncliError(f"{name} must be >= 1, got {value}")
     if not (text or params):
         raise AttncliError(
             "nothing to inspect: give --text \"SENTENCE\" (with --png or --step) and/or --params"
@@ -170,36 +192,63 @@ def inspect(*, run_path, text, beam, png, step, params, decimals):
     from attncli.config.search import SearchConfig
 
     loaded = load_model(directory)
+    model = loaded.model
     if text:
+        # Everything that can be refused is checked before any table is printed.
         # The run's own search (as `translate` uses it), with --beam if given.
         search = SearchConfig(**loaded.metadata.get("decoding", {}))
         search = dataclasses.replace(search, beam_size=beam or search.beam_size, n_best=1)
         translator = loaded.translator(search)
         [translation] = translator.translate([text])
         hypothesis = translation.hypotheses[0]
-        if step is not None:
-            check_step(step, hypothesis)  # before any table is printed
+        if chosen or model.config.decoder == "self-attention":
+            attention = attention or "cross"
+            selection = inspect_self_attention.select(
+                loaded, translator, translation, hypothesis, attention, layer
+            )
+            shown = inspect_self_attention.matrix(selection, attention, layer, head)
+        else:
+            shown = inspect_self_attention.Matrix(
+                list(hypothesis.tokens), list(translation.source_tokens), hypothesis.weights,
+                "attention weights", "output", "source",
+            )
+        # --step walks the recurrent decoder's own step, or a query of a self-attention.
+        recurrent = attention in (None, "cross") and model.config.decoder != "self-attention"
+        if step is not None and recurrent:
+            check_step(step, hypothesis)
+        elif step is not None and not 1 <= step <= len(selection.queries):
+            raise AttncliError(
+                f"--step {step} is out of range: the {attention} attention has "
+                f"{len(selection.queries)} queries (1..{len(selection.queries)})"
+            )
     # Piped output is not cut at 80 columns: the tables are the result.
     out = Console(width=None if sys.stdout.isatty() else 200)
     if params:
-        out.print(parameter_table(loaded.model, decimals))
+        out.print(parameter_table(model, decimals))
     if not text:
         return 0
-    source_tokens = list(translation.source_tokens)
     out.print(f"{text}  →  {hypothesis.text}", highlight=False, markup=False)
+    search_name = "greedy" if search.beam_size == 1 else f"beam {search.beam_size}"
     out.print(heatmap_table(
-        source_tokens, list(hypothesis.tokens), hypothesis.weights, decimals=decimals,
-        title=f"attention weights ({'greedy' if search.beam_size == 1 else f'beam {search.beam_size}'})",
+        shown.columns, shown.rows, shown.weights, decimals=decimals,
+        title=f"{shown.title} ({search_name})", row_label=shown.row_label,
+        column_label=shown.column_label,
     ))
     if png is not None:
         try:
-            save_heatmap_png(source_tokens, list(hypothesis.tokens), hypothesis.weights, png,
-                             title=f"{text} → {hypothesis.text}")
+            save_heatmap_png(shown.columns, shown.rows, shown.weights, png,
+                             title=f"{text} → {hypothesis.text}\n{shown.title}",
+                             row_label=shown.row_label, column_label=shown.column_label)
         except OSError as error:
             raise AttncliError(f"--png {png}: cannot write it ({error.strerror})") from None
         out.print(f"saved {png}", highlight=False, markup=False)
-    if step is not None:
+    if step is None:
+        return 0
+    config = model.config
+    if recurrent:
         walk = step_walk(loaded, translator, translation, hypothesis, step)
-        config = loaded.model.config
         out.print(step_table(walk, step, f"{config.score}, {config.alignment}", decimals))
+    else:
+        walk = inspect_self_attention.step_walk(model, selection, attention, layer, head, step)
+        out.print(inspect_self_attention.walk_table(walk, step, attention, decimals))
     return 0

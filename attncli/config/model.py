@@ -12,7 +12,7 @@ from attncli.scores import ALIGNMENTS, LOCAL_SCORES, SCORES, AlignmentName, Scor
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
-    """Sizes and choices of the attentional RNN encoder-decoder.
+    """Sizes and choices of the encoder-decoder: each side recurrent or self-attention.
 
     The defaults are sized like the TensorFlow tutorial "Neural machine translation
     with attention": embeddings of 256, 256 units, one bidirectional GRU layer whose
@@ -25,7 +25,14 @@ class ModelConfig:
         units: int, size of every recurrent state. Defaults to 256.
         cell: `"gru"` or `"lstm"`, the recurrent cell of encoder and decoder.
             Defaults to `"gru"`.
-        encoder_layers: int >= 1, stacked encoder layers. Defaults to 1.
+        encoder: `"rnn"` (recurrent layers) or `"self-attention"` (Vaswani et
+            al. 2017: positional embedding, then blocks of multi-head
+            self-attention and a feed-forward network, of size `embedding_dim`).
+            A self-attention encoder has no final state: an RNN decoder starts
+            from the mean of its outputs over the real positions, through the
+            bridge. Defaults to `"rnn"`.
+        encoder_layers: int >= 1, stacked encoder layers (recurrent layers or
+            self-attention blocks). Defaults to 1.
         bidirectional: bool, whether every encoder layer reads both ways.
             Defaults to True.
         merge_mode: `"sum"` or `"concat"`, how the two directions combine (outputs
@@ -36,11 +43,17 @@ class ModelConfig:
             `"copy"` (needs the final state to have `units` features). Defaults to
             `"dense"`.
         decoder: `"bahdanau"` (query = previous decoder state, context fed to the
-            RNN with the input embedding) or `"luong"` (RNN first, its output is the
-            query, `h~ = tanh(W_c [c; h])` feeds the output layer). Defaults to
-            `"luong"`.
+            RNN with the input embedding), `"luong"` (RNN first, its output is the
+            query, `h~ = tanh(W_c [c; h])` feeds the output layer) or
+            `"self-attention"` (blocks of causal self-attention, cross-attention
+            over the encoder's outputs with `score` and `heads`, and a
+            feed-forward network, of size `embedding_dim`). Defaults to `"luong"`.
+        decoder_layers: int >= 1, the self-attention decoder's blocks; the RNN
+            decoders have one layer. Defaults to 1.
         score: `"dot"`, `"scaled_dot"`, `"general"`, `"concat"` or `"additive"`
-            (`attncli.scores.SCORES`). Defaults to `"general"`.
+            (`attncli.scores.SCORES`), the score of the decoder's attention over
+            the encoder (the self-attention decoder's cross-attention). Defaults
+            to `"general"`.
         alignment: `"global"`, `"local-m"` or `"local-p"` (Luong's scores only;
             `attncli.scores.ALIGNMENTS`). Defaults to `"global"`.
         window: int, the half-width D of local attention. Defaults to 10.
@@ -50,7 +63,23 @@ class ModelConfig:
             input. Defaults to False, so the decoder has no recurrence through
             attention and trains over the whole target at once.
         dropout: float in `[0, 1)`, dropout on embeddings, between encoder layers
-            and before the output layer. Defaults to 0.0.
+            and before the output layer; in self-attention blocks on every
+            sublayer's output before the residual sum. Defaults to 0.0.
+        heads: int >= 1, attention heads of the self-attention blocks (self- and
+            cross-attention); must divide `embedding_dim`. Defaults to 4.
+        feed_forward_dim: int or None, the inner size of the blocks' feed-forward
+            networks. Defaults to None (= `4 * embedding_dim`).
+        activation: `"relu"` or `"gelu"`, the feed-forward networks' activation.
+            Defaults to `"relu"`.
+        norm: `"pre"` (`x + f(LayerNorm(x))`, a final LayerNorm after the last
+            block) or `"post"` (`LayerNorm(x + f(x))`, as Vaswani et al.).
+            Defaults to `"pre"`.
+        position_encoding: `"sinusoidal"` or `"learned"`, added to the
+            self-attention sides' scaled embeddings. Defaults to `"sinusoidal"`.
+        max_positions: int >= 1, the rows of the learned position table
+            (positions past it share its last row). Defaults to 256.
+        attention_dropout: float in `[0, 1)`, dropout on the self-attention
+            blocks' attention weights. Defaults to 0.0.
     """
 
     source_vocab_size: int
@@ -58,17 +87,26 @@ class ModelConfig:
     embedding_dim: int = 256
     units: int = 256
     cell: Literal["gru", "lstm"] = "gru"
+    encoder: Literal["rnn", "self-attention"] = "rnn"
     encoder_layers: int = 1
     bidirectional: bool = True
     merge_mode: Literal["sum", "concat"] = "sum"
     bridge: Literal["dense", "zeros", "copy"] = "dense"
-    decoder: Literal["bahdanau", "luong"] = "luong"
+    decoder: Literal["bahdanau", "luong", "self-attention"] = "luong"
+    decoder_layers: int = 1
     score: ScoreName = "general"
     alignment: AlignmentName = "global"
     window: int = 10
     attention_units: int | None = None
     input_feeding: bool = False
     dropout: float = 0.0
+    heads: int = 4
+    feed_forward_dim: int | None = None
+    activation: Literal["relu", "gelu"] = "relu"
+    norm: Literal["pre", "post"] = "pre"
+    position_encoding: Literal["sinusoidal", "learned"] = "sinusoidal"
+    max_positions: int = 256
+    attention_dropout: float = 0.0
 
     def __post_init__(self):
         for name in ("source_vocab_size", "target_vocab_size"):
@@ -77,7 +115,8 @@ class ModelConfig:
                     f"{name} must be at least 5 (4 reserved ids and one token). "
                     f"Received: {name}={getattr(self, name)}"
                 )
-        for name in ("embedding_dim", "units", "encoder_layers", "window"):
+        for name in ("embedding_dim", "units", "encoder_layers", "decoder_layers", "window",
+                     "heads", "max_positions"):
             if getattr(self, name) < 1:
                 raise ValueError(
                     f"{name} must be a positive integer. Received: {name}={getattr(self, name)}"
@@ -88,8 +127,12 @@ class ModelConfig:
                 "attention_units must be a positive integer or None. "
                 f"Received: attention_units={self.attention_units}"
             )
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1). Received: dropout={self.dropout}")
+        for name in ("dropout", "attention_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(
+                    f"{name} must be in [0, 1). Received: {name}={getattr(self, name)}"
+                )
+        self._check_self_attention()
         if ALIGNMENTS[self.alignment].local and self.score not in LOCAL_SCORES:
             raise ValueError(
                 f"alignment={self.alignment!r} needs one of Luong's scores "
@@ -100,15 +143,18 @@ class ModelConfig:
                 "input_feeding applies to the luong decoder only. "
                 f"Received: decoder={self.decoder!r}"
             )
-        if SCORES[self.score].same_size and self.memory_dim != self.units:
+        if (SCORES[self.score].same_size and self.decoder != "self-attention"
+                and self.memory_dim != self.units):
             raise ValueError(
                 f"score={self.score!r} compares the decoder state with the encoder "
                 "outputs directly, so they must have the same size; use "
-                "merge_mode='sum' or another score. Received: "
+                "merge_mode='sum' (with a self-attention encoder, embedding_dim = units) "
+                "or another score. Received: "
                 f"units={self.units} and encoder outputs of {self.memory_dim} "
                 f"(merge_mode={self.merge_mode!r})"
             )
-        if self.bridge == "copy" and self.memory_dim != self.units:
+        if (self.bridge == "copy" and self.decoder != "self-attention"
+                and self.memory_dim != self.units):
             raise ValueError(
                 "bridge='copy' needs the encoder's final state to have the decoder's "
                 "size; use bridge='dense'. Received: "
@@ -116,9 +162,44 @@ class ModelConfig:
                 f"(merge_mode={self.merge_mode!r})"
             )
 
+    def _check_self_attention(self):
+        if self.feed_forward_dim is not None and self.feed_forward_dim < 1:
+            raise ValueError(
+                "feed_forward_dim must be a positive integer or None. "
+                f"Received: feed_forward_dim={self.feed_forward_dim}"
+            )
+        if "self-attention" in (self.encoder, self.decoder) and self.embedding_dim % self.heads:
+            raise ValueError(
+                f"heads must divide embedding_dim, the size of the self-attention blocks "
+                f"({self.embedding_dim}). Received: heads={self.heads}"
+            )
+        if self.decoder != "self-attention" and self.decoder_layers != 1:
+            raise ValueError(
+                f"decoder_layers applies to the self-attention decoder; the {self.decoder} "
+                f"decoder has one layer. Received: decoder_layers={self.decoder_layers}"
+            )
+        if self.decoder == "self-attention" and ALIGNMENTS[self.alignment].local:
+            raise ValueError(
+                "the self-attention decoder's cross-attention is global. "
+                f"Received: alignment={self.alignment!r}"
+            )
+
+    @property
+    def model_dim(self):
+        """The size of the self-attention blocks' inputs and outputs: `embedding_dim`."""
+        return self.embedding_dim
+
+    @property
+    def inner_dim(self):
+        """The feed-forward networks' inner size: `feed_forward_dim` or `4 * embedding_dim`."""
+        return self.feed_forward_dim or 4 * self.embedding_dim
+
     @property
     def memory_dim(self):
-        """Features of each encoder output: `2 * units` for concatenated directions."""
+        """Features of each encoder output: `embedding_dim` for a self-attention encoder,
+        `2 * units` for concatenated directions, else `units`."""
+        if self.encoder == "self-attention":
+            return self.model_dim
         if self.bidirectional and self.merge_mode == "concat":
             return 2 * self.units
         return self.units

@@ -1,11 +1,14 @@
-"""The attentional RNN encoder-decoder (Bahdanau et al. 2015; Luong et al. 2015)."""
+"""The attentional encoder-decoder: each side recurrent (Bahdanau et al. 2015; Luong et
+al. 2015) or self-attention (Vaswani et al. 2017)."""
 
 import keras
 from keras import ops
 
+from attncli.config.model import ModelConfig
 from attncli.model.decoder import BahdanauDecoder, LuongDecoder
 from attncli.model.encoder import Encoder
-from attncli.config.model import ModelConfig
+from attncli.model.transformer_decoder import TransformerDecoder
+from attncli.model.transformer_encoder import TransformerEncoder
 
 
 @keras.saving.register_keras_serializable(package="attncli")
@@ -15,6 +18,12 @@ class Seq2Seq(keras.Model):
         h_1 .. h_S, h_final = Encoder(x)
         s_0 = bridge(h_final)             dense: tanh(W_b h_final + b_b); zeros; copy
         logits_t = Decoder(y_{<t}, s_0, h_1 .. h_S)
+
+    `config.encoder` picks the recurrent `Encoder` or the `TransformerEncoder`,
+    whose `h_final` is the mean of its outputs over the real positions (it has no
+    recurrent state); `config.decoder` picks `BahdanauDecoder`, `LuongDecoder` or
+    the `TransformerDecoder`, which needs no bridge (its state is its cache of
+    keys and values, empty at the start). Every combination trains.
 
     All weights exist as soon as the model is constructed.
 
@@ -43,13 +52,27 @@ class Seq2Seq(keras.Model):
         if isinstance(config, dict):
             config = ModelConfig(**config)
         self.config = config
-        self.encoder = Encoder(
-            config.source_vocab_size, config.embedding_dim, config.units, config.cell,
-            num_layers=config.encoder_layers, bidirectional=config.bidirectional,
-            merge_mode=config.merge_mode, dropout=config.dropout, name="encoder",
+        blocks = dict(
+            num_heads=config.heads, feed_forward_dim=config.inner_dim, norm=config.norm,
+            activation=config.activation, dropout=config.dropout,
+            attention_dropout=config.attention_dropout,
+            position_encoding=config.position_encoding, max_positions=config.max_positions,
         )
+        if config.encoder == "self-attention":
+            self.encoder = TransformerEncoder(
+                config.source_vocab_size, config.model_dim, config.encoder_layers,
+                name="encoder", **blocks,
+            )
+        else:
+            self.encoder = Encoder(
+                config.source_vocab_size, config.embedding_dim, config.units, config.cell,
+                num_layers=config.encoder_layers, bidirectional=config.bidirectional,
+                merge_mode=config.merge_mode, dropout=config.dropout, name="encoder",
+            )
+        self.num_states = 2 if config.cell == "lstm" else 1
         # One dense bridge per state tensor: h, and c for an LSTM.
-        num_bridges = (2 if config.cell == "lstm" else 1) if config.bridge == "dense" else 0
+        dense = config.bridge == "dense" and not self.self_attention_decoder
+        num_bridges = self.num_states if dense else 0
         self.bridge_layers = [
             keras.layers.Dense(config.units, activation="tanh", name=f"bridge_{index}")
             for index in range(num_bridges)
@@ -60,11 +83,21 @@ class Seq2Seq(keras.Model):
             score=config.score, alignment=config.alignment, window=config.window,
             attention_units=config.attention_units, dropout=config.dropout, name="decoder",
         )
-        if config.decoder == "bahdanau":
+        if self.self_attention_decoder:
+            self.decoder = TransformerDecoder(
+                config.target_vocab_size, config.model_dim, config.memory_dim,
+                config.decoder_layers, score=config.score,
+                attention_units=config.attention_units, name="decoder", **blocks,
+            )
+        elif config.decoder == "bahdanau":
             self.decoder = BahdanauDecoder(**decoder_args)
         else:
             self.decoder = LuongDecoder(input_feeding=config.input_feeding, **decoder_args)
         self.build()
+
+    @property
+    def self_attention_decoder(self):
+        return self.config.decoder == "self-attention"
 
     def build(self, input_shape=None):
         self.encoder.build()
@@ -74,9 +107,19 @@ class Seq2Seq(keras.Model):
         self.built = True
 
     def bridge(self, final_state):
-        """The decoder's initial cell state from the encoder's final state."""
+        """The decoder's initial cell state from the encoder's final state.
+
+        A self-attention encoder's final state is one tensor, the mean of its
+        outputs; an LSTM decoder bridges it to both `h` and `c`.
+        """
+        if len(final_state) < self.num_states:
+            final_state = tuple(final_state) * self.num_states
         if self.config.bridge == "zeros":
-            return tuple(ops.zeros_like(state[:, : self.config.units]) for state in final_state)
+            batch_size = ops.shape(final_state[0])[0]
+            return tuple(
+                ops.zeros((batch_size, self.config.units), dtype=state.dtype)
+                for state in final_state
+            )
         if self.config.bridge == "copy":
             return tuple(final_state)
         return tuple(layer(state) for layer, state in zip(self.bridge_layers, final_state))
@@ -93,12 +136,27 @@ class Seq2Seq(keras.Model):
             `(batch_size, S, memory_dim)`, `projected_keys` (the attention's key
             projection, computed here once per sentence) and `source_mask`
             `(batch_size, S)` bool; `state` the decoder's initial state, a tuple of
-            batch-first tensors.
+            batch-first tensors. A self-attention decoder's memory holds every
+            block's cross-attention keys and values instead of `projected_keys`,
+            and its state has room for no step: see `make_room`.
         """
         values, final_state, source_mask = self.encoder(source_ids, training=training)
         memory = self.decoder.memory(values, source_mask)
+        if self.self_attention_decoder:
+            return memory, self.decoder.initial_state(ops.shape(source_ids)[0])
         state = self.decoder.initial_state(self.bridge(final_state))
         return memory, state
+
+    def make_room(self, state, steps):
+        """The decoder state from `encode` with room for `steps` calls of `decode_step`.
+
+        A self-attention decoder caches every step's keys and values in a buffer of
+        fixed size (a graph loop keeps its shapes), made here; an RNN decoder's
+        state does not grow, and is returned as it is.
+        """
+        if not self.self_attention_decoder:
+            return state
+        return self.decoder.initial_state(ops.shape(state[1])[0], steps)
 
     def decode_step(self, token_ids, state, memory, training=False):
         """One decoder step.
@@ -112,10 +170,15 @@ class Seq2Seq(keras.Model):
         Returns:
             `(logits (batch_size, V), new_state, weights (batch_size, S))`.
         """
-        projected_embedding = self.decoder.embed(token_ids, training=training)
-        features, state, weights = self.decoder.step(
-            projected_embedding, state, memory, training=training
-        )
+        if self.self_attention_decoder:
+            features, state, weights = self.decoder.step(
+                token_ids, state, memory, training=training
+            )
+        else:
+            projected_embedding = self.decoder.embed(token_ids, training=training)
+            features, state, weights = self.decoder.step(
+                projected_embedding, state, memory, training=training
+            )
         return self.decoder.output_layer(features), state, weights
 
     def features(self, inputs, training=None, stepwise=False):
@@ -128,6 +191,30 @@ class Seq2Seq(keras.Model):
         source_ids, target_in_ids = inputs
         memory, state = self.encode(source_ids, training=training)
         return self.decoder(target_in_ids, state, memory, training=training, stepwise=stepwise)
+
+    def attention_maps(self, source_ids, target_in_ids):
+        """Every attention's weights under teacher forcing, per layer.
+
+        Returns:
+            dict of lists with one entry per layer, each `(batch_size, heads, Tq,
+            Tv)`: `"encoder"` (self-attention encoders; else empty), `"decoder"`
+            (self-attention decoders' own; else empty) and `"cross"`, over the
+            source (an RNN decoder's one attention as a single head).
+        """
+        encoder_maps = []
+        if self.config.encoder == "self-attention":
+            values, final_state, source_mask, encoder_maps = self.encoder(
+                source_ids, return_attention_scores=True
+            )
+        else:
+            values, final_state, source_mask = self.encoder(source_ids)
+        memory = self.decoder.memory(values, source_mask)
+        if self.self_attention_decoder:
+            _, _, maps = self.decoder(target_in_ids, None, memory, return_attention_scores=True)
+            return {"encoder": encoder_maps, **maps}
+        state = self.decoder.initial_state(self.bridge(final_state))
+        _, weights = self.decoder(target_in_ids, state, memory)
+        return {"encoder": encoder_maps, "decoder": [], "cross": [weights[:, None]]}
 
     def call(self, inputs, training=None, return_attention_scores=False):
         features, weights = self.features(inputs, training=training)

@@ -20,16 +20,20 @@ _BYTES_PER_VALUE = 4
 def minimum_parameter_count(config):
     """A lower bound of the trainable parameters of `Seq2Seq(config)`.
 
-    The embeddings, the recurrent kernels of encoder and decoder and the output layer,
-    the bulk of any configuration; biases, bridge and attention weights are left out,
-    so the bound never exceeds the true count:
+    The embeddings, the encoder's and decoder's layers and the output layer, the bulk
+    of any configuration; biases, bridge, attention scores and normalisation are left
+    out, so the bound never exceeds the true count. With E the embedding size, U the
+    units, V the vocabulary sizes:
 
-        (V_src + V_tgt) E + g (E U + U U) d + (L - 1) g (U_in U + U U) d
-            + g (E U + U U) + U V_tgt + V_tgt
-
-    with E the embedding size, U the units, g the gates of the cell (GRU 3, LSTM 4),
-    d the directions of the encoder, L its layers and U_in their input size (U, or 2U
-    when the directions are concatenated).
+        embeddings       (V_src + V_tgt) E
+        recurrent layer  g (I U + U U) d   per layer: g gates (GRU 3, LSTM 4), I its
+                         input size (E, then U or 2U when directions are concatenated),
+                         d the encoder's directions (1 for the decoder)
+        attention block  3 E E + 2 E F     per block: the query, key and value
+                         projections of its self-attention and its feed-forward
+                         network of inner size F (default 4E)
+        output layer     H V_tgt + V_tgt   H = U after an RNN decoder, E after a
+                         self-attention one
 
     Args:
         config: a `ModelConfig`.
@@ -39,13 +43,21 @@ def minimum_parameter_count(config):
     """
     embedding, units = config.embedding_dim, config.units
     gates = 3 if config.cell == "gru" else 4
-    directions = 2 if config.bidirectional else 1
-    layer_input = units * (2 if config.bidirectional and config.merge_mode == "concat" else 1)
-    recurrent = units * units
-    encoder = gates * (embedding * units + recurrent) * directions
-    encoder += (config.encoder_layers - 1) * gates * (layer_input * units + recurrent) * directions
-    decoder = gates * (embedding * units + recurrent)
-    output = units * config.target_vocab_size + config.target_vocab_size
+    block = 3 * embedding * embedding + 2 * embedding * (
+        config.feed_forward_dim or 4 * embedding
+    )
+    if config.encoder == "self-attention":
+        encoder = config.encoder_layers * block
+    else:
+        directions = 2 if config.bidirectional else 1
+        concatenated = config.bidirectional and config.merge_mode == "concat"
+        inputs = [embedding] + [units * (2 if concatenated else 1)] * (config.encoder_layers - 1)
+        encoder = sum(gates * (size * units + units * units) * directions for size in inputs)
+    if config.decoder == "self-attention":
+        decoder, output_size = config.decoder_layers * block, embedding
+    else:
+        decoder, output_size = gates * (embedding * units + units * units), units
+    output = (output_size + 1) * config.target_vocab_size
     embeddings = (config.source_vocab_size + config.target_vocab_size) * embedding
     return embeddings + encoder + decoder + output
 

@@ -7,7 +7,10 @@ A model is anything with the interface of `attncli.model.encoder_decoder.Seq2Seq
 
 with `source_ids` `(batch_size, Ts)` padded with 0, `token_ids` `(batch_size,)`,
 `logits` `(batch_size, V)`, `weights` `(batch_size, Ts)` (the attention weights of that
-step), and every tensor of `memory` (a dict) and `state` (a tuple) batch-first.
+step), and every tensor of `memory` (a dict) and `state` (a tuple) batch-first. A model
+whose state grows with each step (a self-attention decoder's cache) also has
+`state = model.make_room(state, steps)`, called once before the loop (see
+`attncli.search.growing_state`).
 
 Each search is one `tf.while_loop` over target positions, so under `tf.function` (see
 `compile_search`) the whole translation of a batch is a single graph call. A hypothesis
@@ -32,6 +35,7 @@ import tensorflow as tf
 
 from attncli.config.search import SearchConfig
 from attncli.data.vocabulary import END, PAD, START
+from attncli.search.growing_state import make_room
 
 
 class Hypotheses(NamedTuple):
@@ -190,6 +194,7 @@ def greedy_search(
     batch_size = tf.shape(source_ids)[0]
     max_lengths = max_target_lengths(source_ids, max_length_ratio, max_length_offset)
     memory, initial_state = model.encode(source_ids, training=False)
+    initial_state = make_room(model, initial_state, tf.reduce_max(max_lengths))
 
     def step(t, token_ids, state, finished, lengths, log_probs, tokens, weights):
         best_log_probs, best, state, step_weights = _decode_unfinished(
@@ -289,6 +294,7 @@ def beam_search(
     batch_size = tf.shape(source_ids)[0]
     max_lengths = max_target_lengths(source_ids, max_length_ratio, max_length_offset)
     memory, initial_state = model.encode(source_ids, training=False)
+    initial_state = make_room(model, initial_state, tf.reduce_max(max_lengths))
 
     # Each sentence's memory and state repeated beam_size times: row b * beam_size + k
     # is beam k of sentence b.

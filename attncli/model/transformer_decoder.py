@@ -1,0 +1,267 @@
+"""The self-attention decoder (Vaswani et al. 2017, section 3.1), teacher-forced over a
+whole target or one step at a time with its keys and values cached."""
+
+import keras
+from keras import ops
+
+import layers
+from attncli.scores import SCORES
+from attncli.model.transformer_encoder import ResidualBlock, SelfAttentionStack
+
+# What a decoder block and the decoder take beyond `BLOCK_ARGUMENTS`: the cross-attention's.
+CROSS_ARGUMENTS = ("memory_dim", "score", "attention_units")
+
+
+@keras.saving.register_keras_serializable(package="attncli")
+class DecoderBlock(ResidualBlock):
+    """One decoder block: causal self-attention, cross-attention, feed-forward.
+
+        x = Sublayer(x, SelfAttention(x, x, x))       causal: position t sees s <= t
+        x = Sublayer(x, CrossAttention(x, h, h))      h: the encoder's outputs, padding masked
+        x = Sublayer(x, FFN(x))
+
+    (`Sublayer` as in `ResidualBlock`.) Self-attention has the scaled dot score;
+    cross-attention any of attncli's (`score`), both `layers.MultiHeadAttention`
+    with `d_k = d_v = model_dim / num_heads`.
+
+    Args:
+        memory_dim: int, features of the encoder's outputs.
+        score: the cross-attention's score: `"scaled_dot"`, `"dot"`, `"general"`,
+            `"concat"` or `"additive"`. Defaults to `"scaled_dot"`.
+        attention_units: int or None, the hidden size of the concat and additive
+            scores. Defaults to None (= `model_dim / num_heads`).
+        other arguments: as `ResidualBlock`.
+
+    Call arguments:
+        x: `(batch_size, T, model_dim)`.
+        target_mask: bool `(batch_size, T)`, True at real target positions.
+        cross_keys, cross_values: the cross-attention's `project_key_value` of the
+            encoder's outputs, `(batch_size, num_heads, S, d)`.
+        source_mask: bool `(batch_size, S)`.
+        training: bool.
+
+    Returns:
+        `(x, self_weights, cross_weights)`: `(batch_size, T, model_dim)`,
+        `(batch_size, num_heads, T, T)` and `(batch_size, num_heads, T, S)`.
+    """
+
+    def __init__(self, *args, memory_dim, score="scaled_dot", attention_units=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.memory_dim = memory_dim
+        self.score = score
+        self.attention_units = attention_units
+        self.self_attention = self._attention("self_attention")
+        self.self_attention_norm = self._norm("self_attention_norm")
+        self.cross_attention = layers.MultiHeadAttention(
+            self.num_heads, self.model_dim // self.num_heads, score=score,
+            units=attention_units if SCORES[score].takes_units else None,
+            dropout=self.attention_dropout, dtype=self.dtype_policy, name="cross_attention",
+        )
+        self.cross_attention_norm = self._norm("cross_attention_norm")
+
+    def build(self, input_shape=None):
+        super().build(input_shape)
+        shape = (None, None, self.model_dim)
+        self.self_attention.build([shape, shape])
+        self.cross_attention.build([shape, (None, None, self.memory_dim)])
+        self.self_attention_norm.build(shape)
+        self.cross_attention_norm.build(shape)
+
+    def _cross_and_feed_forward(self, x, cross_keys, cross_values, source_mask, training):
+        query = self.sublayer_input(x, self.cross_attention_norm)
+        attended, cross_weights = self.cross_attention.attend_projected(
+            query, cross_keys, cross_values, value_mask=source_mask,
+            return_attention_scores=True, training=training,
+        )
+        x = self.sublayer_output(x, attended, self.cross_attention_norm, training)
+        return self.feed_forward(x, training), cross_weights
+
+    def call(self, x, target_mask, cross_keys, cross_values, source_mask, training=None):
+        query = self.sublayer_input(x, self.self_attention_norm)
+        attended, self_weights = self.self_attention.attend(
+            query, query, query, value_mask=target_mask, use_causal_mask=True,
+            return_attention_scores=True, training=training,
+        )
+        x = self.sublayer_output(x, attended, self.self_attention_norm, training)
+        x, cross_weights = self._cross_and_feed_forward(
+            x, cross_keys, cross_values, source_mask, training
+        )
+        return x, self_weights, cross_weights
+
+    def step(self, x, cache, written, visible, cross_keys, cross_values, source_mask,
+             training=None):
+        """One position, its self-attention reading the cache.
+
+        Args:
+            x: `(batch_size, 1, model_dim)`, the step's input.
+            cache: `(batch_size, 2, num_heads, L, model_dim / num_heads)`, this
+                block's projected keys (`[:, 0]`) and values (`[:, 1]`) of the
+                steps so far, in a buffer of `L` positions.
+            written: bool `(batch_size, L)`, the position this step fills.
+            visible: bool `(batch_size, length)`, the positions up to this one, of
+                the first `length` (those up to the furthest row's step).
+            cross_keys, cross_values, source_mask, training: as in `call`.
+
+        Returns:
+            `(x, cache, cross_weights)`: the step's output `(batch_size, 1,
+            model_dim)`, the cache with this step's keys and values written,
+            and `(batch_size, num_heads, 1, S)`.
+        """
+        query = self.sublayer_input(x, self.self_attention_norm)
+        keys, values = self.self_attention.project_key_value(query)
+        # new: batch x 2 x heads x 1 x head_dim, written at its position of the buffer
+        new = ops.stack([keys, values], axis=1)
+        cache = ops.where(written[:, None, None, :, None], ops.cast(new, cache.dtype), cache)
+        # Only the positions some row has reached are read: the buffer's tail is empty.
+        length = ops.shape(visible)[1]
+        attended = self.self_attention.attend_projected(
+            query, cache[:, 0, :, :length], cache[:, 1, :, :length], value_mask=visible,
+            training=training,
+        )
+        x = self.sublayer_output(x, attended, self.self_attention_norm, training)
+        x, cross_weights = self._cross_and_feed_forward(
+            x, cross_keys, cross_values, source_mask, training
+        )
+        return x, cache, cross_weights
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({name: getattr(self, name) for name in CROSS_ARGUMENTS})
+        return config
+
+
+@keras.saving.register_keras_serializable(package="attncli")
+class TransformerDecoder(SelfAttentionStack):
+    """Decodes with causal self-attention and cross-attention (Vaswani et al. 2017).
+
+        x_0 = Dropout(sqrt(d) E[y_{t-1}] + PE(t - 1))
+        x_n = DecoderBlock_n(x_{n-1}, h)               n = 1 .. N
+        features_t = LayerNorm(x_N) (pre-norm) or x_N (post-norm)
+        logits_t = W_o features_t + b_o                (`output_layer`)
+
+    Teacher-forced, `call` runs the blocks over the whole target with a causal
+    mask. Step by step (`step`, what greedy and beam search call), each block
+    appends the step's projected key and value to a cache and attends the step's
+    query to it, which gives what the causal call gives at that position (tested).
+    The cache is a fixed-size buffer, since a `tf.while_loop` keeps its shapes:
+    the state is `(cache, step)`, `cache` of shape `(batch_size, num_layers, 2,
+    num_heads, L, model_dim / num_heads)` (keys then values, for every block: one
+    tensor, so beam search reorders it with one gather) and `step` `(batch_size,)`
+    the next position; `initial_state(batch_size, L)` makes it. The
+    cross-attention's keys and values are projected once per sentence, in
+    `memory`.
+
+    The attention weights returned with each position are the last block's
+    cross-attention weights averaged over the heads.
+
+    Args:
+        memory_dim: int, features of the encoder's outputs.
+        score: the cross-attention's score. Defaults to `"scaled_dot"`.
+        attention_units: int or None, hidden size of the concat and additive
+            scores. Defaults to None.
+        other arguments: as `SelfAttentionStack`.
+
+    Call arguments:
+        target_in_ids: int `(batch_size, T)`, `[bos] + target`, right-padded with 0.
+        state: ignored (the teacher-forced call needs no cache); accepted for the
+            RNN decoders' signature.
+        memory: dict from `memory`.
+        training: bool.
+        stepwise: accepted for the RNN decoders' signature; one path here.
+        return_attention_scores: bool; also return every block's weights.
+
+    Returns:
+        `(features (batch_size, T, model_dim), weights (batch_size, T, S))`, and
+        with `return_attention_scores=True` a dict of lists, one entry per block:
+        `"decoder"` `(batch_size, num_heads, T, T)` and `"cross"`
+        `(batch_size, num_heads, T, S)`. `output_layer(features)` are the logits.
+    """
+
+    block_class = DecoderBlock
+
+    def __init__(self, vocab_size, model_dim, memory_dim, num_layers, num_heads,
+                 feed_forward_dim, score="scaled_dot", attention_units=None, **kwargs):
+        super().__init__(
+            vocab_size, model_dim, num_layers, num_heads, feed_forward_dim,
+            block_arguments={"memory_dim": memory_dim, "score": score,
+                             "attention_units": attention_units},
+            **kwargs,
+        )
+        self.memory_dim = memory_dim
+        self.score = score
+        self.attention_units = attention_units
+        self.output_layer = keras.layers.Dense(
+            vocab_size, dtype=self.dtype_policy, name="output_projection"
+        )
+
+    def build(self, input_shape=None):
+        super().build(input_shape)
+        self.output_layer.build((None, self.model_dim))
+
+    @property
+    def head_dim(self):
+        return self.model_dim // self.num_heads
+
+    def memory(self, values, source_mask):
+        """The encoder's outputs with every block's cross-attention keys and values,
+        projected here once per sentence."""
+        projected = [block.cross_attention.project_key_value(values) for block in self.blocks]
+        return {
+            "values": values,
+            "source_mask": source_mask,
+            "cross_keys": [keys for keys, _ in projected],
+            "cross_values": [values for _, values in projected],
+        }
+
+    def initial_state(self, batch_size, steps=0):
+        """`(cache, step)` before the first step, the cache with room for `steps`."""
+        cache = ops.zeros(
+            (batch_size, self.num_layers, 2, self.num_heads, steps, self.head_dim),
+            dtype=self.compute_dtype,
+        )
+        return cache, ops.zeros((batch_size,), dtype="int32")
+
+    def call(self, target_in_ids, state=None, memory=None, training=None, stepwise=False,
+             return_attention_scores=False):
+        target_mask = ops.not_equal(target_in_ids, 0)
+        x = self.embed(target_in_ids, training=training)
+        maps = {"decoder": [], "cross": []}
+        for index, block in enumerate(self.blocks):
+            x, self_weights, cross_weights = block(
+                x, target_mask, memory["cross_keys"][index], memory["cross_values"][index],
+                memory["source_mask"], training=training,
+            )
+            maps["decoder"].append(self_weights)
+            maps["cross"].append(cross_weights)
+        features = self.finish(x)
+        weights = ops.mean(maps["cross"][-1], axis=1)
+        if return_attention_scores:
+            return features, weights, maps
+        return features, weights
+
+    def step(self, token_ids, state, memory, training=None):
+        """One step from the previous token ids `(batch_size,)`.
+
+        Returns `(features (B, model_dim), new_state, weights (B, S))`.
+        """
+        cache, step = state
+        positions = ops.arange(ops.shape(cache)[4], dtype="int32")[None, :]
+        written = ops.equal(positions, step[:, None])
+        reached = positions[:, : ops.max(step) + 1]
+        visible = ops.less_equal(reached, step[:, None])
+        x = self.embed(token_ids[:, None], positions=step[:, None], training=training)
+        caches = []
+        for index, block in enumerate(self.blocks):
+            x, block_cache, cross_weights = block.step(
+                x, cache[:, index], written, visible, memory["cross_keys"][index],
+                memory["cross_values"][index], memory["source_mask"], training=training,
+            )
+            caches.append(block_cache)
+        # cross_weights: batch x heads x 1 x S -> batch x S, averaged over the heads
+        weights = ops.mean(cross_weights[:, :, 0, :], axis=1)
+        return self.finish(x)[:, 0], (ops.stack(caches, axis=1), step + 1), weights
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({name: getattr(self, name) for name in CROSS_ARGUMENTS})
+        return config
