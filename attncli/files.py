@@ -1,19 +1,103 @@
-"""Writing files so that a crash never leaves one half written."""
+"""Writing files so that a crash never leaves one half written.
 
+Every file attncli writes goes through `write_atomically`: the content is written to a
+new temporary file beside the target (a unique name from `tempfile.mkstemp`, so two
+writers of one target never share a temporary file), flushed and synced to disk, moved
+onto the target with `os.replace`, and the directory is synced so that the rename itself
+is on disk. A reader sees the old file or the new one, never a mix; a failure on the way
+leaves the old file as it was and no temporary file behind.
+
+`replace_directory` does the same for a directory written as a whole (a model): a new
+temporary directory beside it, every file in it synced, then swapped in.
+"""
+
+import contextlib
+import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 
-def write_text_atomically(path, text):
-    """Write `text` to `path`: a reader sees the old file or the new one, never a mix.
+def write_atomically(path, data):
+    """Write `data` (bytes, or str written as UTF-8) to `path`, replacing it in one step.
 
-    The text goes to a hidden temporary file beside `path`, is flushed to disk, and
-    then replaces `path` in one `os.replace`.
+    The file gets the permissions a newly created file would (0o666 less the umask).
+
+    Raises:
+        OSError: when the file cannot be written; `path` is then left as it was.
     """
     path = Path(path)
-    temporary = path.with_name(f".{path.name}.tmp")
-    with open(temporary, "w", encoding="utf-8") as stream:
-        stream.write(text)
-        stream.flush()
-        os.fsync(stream.fileno())
-    os.replace(temporary, path)
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
+                                             dir=path.parent)
+    try:
+        with os.fdopen(descriptor, "wb") as stream:
+            os.fchmod(stream.fileno(), 0o666 & ~_umask())
+            stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+    _sync(path.parent)
+
+
+def write_text_atomically(path, text):
+    """`write_atomically` of a string, as UTF-8."""
+    write_atomically(path, text.encode("utf-8"))
+
+
+def write_json_atomically(path, value):
+    """`write_atomically` of `value` as indented JSON with sorted keys."""
+    write_atomically(path, json.dumps(value, indent=2, sort_keys=True) + "\n")
+
+
+@contextlib.contextmanager
+def replace_directory(destination):
+    """Context manager: a new directory beside `destination`, put in its place on success.
+
+    Yields the new directory's path. On leaving without an error, every file in it is
+    synced, an existing `destination` is moved aside, the new directory takes its name
+    with `os.replace`, and the old one is deleted; on an error the new directory is
+    removed and `destination` is untouched.
+    """
+    destination = Path(destination)
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", dir=destination.parent))
+    try:
+        staging.chmod(0o777 & ~_umask())  # mkdtemp's 0o700 would make the directory private
+        yield staging
+        for folder, _, names in os.walk(staging):
+            for name in names:
+                _sync(Path(folder) / name)
+            _sync(folder)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    retired = None
+    if destination.exists():
+        retired = tempfile.mkdtemp(prefix=f".{destination.name}.old.", dir=destination.parent)
+        os.replace(destination, retired)
+    os.replace(staging, destination)
+    _sync(destination.parent)
+    if retired is not None:
+        shutil.rmtree(retired)
+
+
+def _sync(path):
+    """Flush what the system holds of a file or directory (its entries) to disk."""
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

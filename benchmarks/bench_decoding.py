@@ -1,6 +1,6 @@
 """Decoding speed on Tatoeba Spanish→English: attncli's searches against the TF tutorial's loop.
 
-Setting (BENCHMARKS.md, spa-eng): lines permuted by `numpy.random.default_rng(0)`, the last
+Setting (docs/references.md, spa-eng): lines permuted by `numpy.random.default_rng(0)`, the last
 2,000 are the validation sentences that are translated; the tutorial's normalisation; word
 level; vocabularies of 5,000 (4 reserved + the 4,996 most frequent training words) per side;
 batches of 64 sentences in corpus order; at most 50 target tokens.
@@ -50,7 +50,7 @@ BATCH_SIZE = 64
 
 
 def read_split(path):
-    """(train, valid) lists of (spanish, english): the BENCHMARKS.md permutation and split."""
+    """(train, valid) lists of (spanish, english): the permutation and split of docs/references.md."""
     lines = [line for line in path.read_text("utf-8").split("\n") if line]
     pairs = [tuple(reversed(line.split("\t")[:2])) for line in lines]
     order = np.random.default_rng(0).permutation(len(pairs))

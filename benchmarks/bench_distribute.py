@@ -9,14 +9,13 @@ noise falls on both alike. Prints a table of target tokens/s (non-pad target tok
 of sentence included) and the ratio to one device; the fastest turn of each counts.
 The timed loop is the trainer's: the distributed dataset, the step, reading its loss.
 
-    PYTHONPATH=. python benchmarks/bench_distribute.py [--replicas 2] [--steps 20]
+    python -m benchmarks.bench_distribute [--replicas 2] [--steps 20]
 
 On a machine with GPUs, `distribute: mirrored` uses them instead of logical CPUs.
 """
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -24,8 +23,6 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from attncli.training.distribution import make_strategy  # noqa: E402
 from attncli.config.run import load_run_config  # noqa: E402
@@ -56,7 +53,7 @@ def timed_steps(trainer, start, count):
     started = time.perf_counter()
     for _ in range(count):
         inputs, target_out = batch
-        if trainer.distributed:
+        if trainer.workers.distributed:
             result = trainer.train_step(inputs, target_out, 0)
         else:
             result = trainer.train_step(inputs, target_out)
@@ -88,7 +85,8 @@ def main():
     with tempfile.TemporaryDirectory() as directory:
         for name in ("none", "mirrored"):
             run = RunDirectory.create(Path(directory) / name)
-            trainers[name] = Trainer(configs[name], run, Quiet(), strategy=strategies[name])
+            trainers[name] = Trainer.from_config(configs[name], run, Quiet(),
+                                                 strategy=strategies[name])
         for trainer in trainers.values():
             timed_steps(trainer, 0, args.warmup)
         best = {name: 0.0 for name in trainers}
@@ -97,14 +95,14 @@ def main():
             for name, trainer in trainers.items():
                 seconds, tokens = timed_steps(trainer, start, args.steps)
                 best[name] = max(best[name], tokens / seconds)
-    devices = trainers["mirrored"].strategy.extended.worker_devices
+    devices = trainers["mirrored"].workers.strategy.extended.worker_devices
     print(f"{args.rounds} turns of {args.steps} steps (batch "
           f"{trainers['none'].config.data.batch_size} sentences), after {args.warmup} "
           f"warmup steps; fastest turn; mirrored over {', '.join(devices)}")
     print("| training | replicas | target tokens/s | vs one device |")
     print("| --- | ---: | ---: | ---: |")
     for name, trainer in trainers.items():
-        print(f"| distribute: {name} | {trainer.strategy.num_replicas_in_sync} "
+        print(f"| distribute: {name} | {trainer.workers.strategy.num_replicas_in_sync} "
               f"| {best[name]:,.0f} | {best[name] / best['none']:.2f} |")
 
 

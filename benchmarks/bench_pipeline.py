@@ -3,11 +3,11 @@
 For each corpus and batching setting, prints one row: the first epoch (with building the
 dataset, which tokenizes, filters and keeps the ids in memory), then the mean of later
 epochs, in sentences/s and target tokens/s (non-pad `target_out` ids, end id included, as
-BENCHMARKS.md counts them), and the padding fraction of source and target. The default
+docs/references.md counts them), and the padding fraction of source and target. The default
 model trains at about 3,000-8,000 target tokens/s here, so the pipeline must deliver well
 over 80,000 after the first epoch.
 
-    python benchmarks/bench_pipeline.py [--data ../shared/data] [--epochs 3]
+    python -m benchmarks.bench_pipeline [--data ../shared/data] [--epochs 3]
 """
 
 import argparse
@@ -17,7 +17,7 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from attncli.data.corpora import read_parallel, read_tsv  # noqa: E402
+from attncli.data.readers import read_parallel, read_tsv  # noqa: E402
 from attncli.data.pipeline import PipelineStats, make_dataset  # noqa: E402
 from attncli.data.tokenization import TUTORIAL_NORMALIZATION, Tokenizer  # noqa: E402
 

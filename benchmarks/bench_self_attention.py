@@ -17,12 +17,11 @@ normalisation, vocabularies of 5,000 per side, bucketed batches of 64 from
    (`PrefixRecomputingModel`). The models are briefly trained first (`--train-steps`)
    so that they end sentences as a trained model does.
 
-    PYTHONPATH=. python benchmarks/bench_self_attention.py [--steps 30] [--train-steps 300]
+    python -m benchmarks.bench_self_attention [--steps 30] [--train-steps 300]
 """
 
 import argparse
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -31,8 +30,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from attncli.config.model import ModelConfig  # noqa: E402
 from attncli.config.run import load_run_config  # noqa: E402

@@ -1,7 +1,7 @@
 """Training throughput of attncli's Seq2Seq against the TensorFlow tutorial's model.
 
 One process, the same spa-eng batches for every model (the tutorial's normalisation,
-word level, vocabularies of 5,000, batch 64, split as in BENCHMARKS.md, from
+word level, vocabularies of 5,000, batch 64, split as in docs/references.md, from
 `attncli.data.pipeline`), each model trained for `--warmup` steps, then the `--steps` timed
 batches in turns, each model running each batch `--repeats` times (the fastest run
 counts), so machine noise falls on every model alike. Prints a table: target tokens/s
@@ -9,7 +9,7 @@ counts), so machine noise falls on every model alike. Prints a table: target tok
 of the ceiling that this machine's measured matmul rate and the useful FLOPs per target
 token allow, and the peak resident memory of a child process training each model alone.
 
-    ATTNCLI_SHARED_DATA=/work/shared/data python benchmarks/bench_training.py
+    ATTNCLI_SHARED_DATA=../shared/data python -m benchmarks.bench_training
 """
 
 import argparse
@@ -26,9 +26,8 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import keras  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from attncli.data.corpora import read_tsv, split_corpus  # noqa: E402
+from attncli.data.corpora import split_corpus  # noqa: E402
+from attncli.data.readers import read_tsv  # noqa: E402
 from attncli.model.encoder_decoder import Seq2Seq  # noqa: E402
 from attncli.config.model import ModelConfig  # noqa: E402
 from attncli.data.pipeline import make_dataset  # noqa: E402
@@ -39,7 +38,7 @@ from benchmarks.tutorial_model import TutorialTranslator, tutorial_train_step  #
 
 # ---------------------------------------------------------------- data
 def load_batches(path, vocab_size, batch_size, num_batches, bucketing):
-    """Training batches of Spanish -> English, split and tokenised as BENCHMARKS.md says."""
+    """Training batches of Spanish -> English, split and tokenised as docs/references.md says."""
     corpus = read_tsv(path, source_column=1, target_column=0)
     train = split_corpus(corpus, valid=2000, seed=0).train
     tokenizers = []
@@ -130,8 +129,14 @@ def peak_memory(name, batches_file):
     peak RSS of its own address space; `ru_maxrss` would include the parent's RSS
     inherited through fork).
     """
-    command = [sys.executable, __file__, "--memory-of", name, "--batches-file", batches_file]
-    output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    command = [
+        sys.executable, "-m", "benchmarks.bench_training", "--memory-of", name,
+        "--batches-file", batches_file,
+    ]
+    output = subprocess.run(
+        command, check=True, capture_output=True, text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    ).stdout
     return int(output.split()[-1])
 
 

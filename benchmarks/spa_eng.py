@@ -1,6 +1,6 @@
 """Spanish→English (Tatoeba): attncli against the TensorFlow tutorial's model, same wall time.
 
-The setting of BENCHMARKS.md: `spa-eng/spa.txt` permuted by `numpy.random.default_rng(0)`,
+The setting of docs/references.md: `spa-eng/spa.txt` permuted by `numpy.random.default_rng(0)`,
 the last 2,000 pairs for validation, and here the 2,000 before them held out for the
 comparison (attncli chooses its kept model on validation; the held-out pairs choose
 nothing, so neither model has seen them in any way); the tutorial's normalisation (NFKD,
@@ -93,7 +93,7 @@ def train_attncli(minutes, data_dir, run_dir):
         overwrite=True,
     )
     log = StepLog()
-    trainer = Trainer(config, run, log, data_dir=data_dir)
+    trainer = Trainer.from_config(config, run, log, data_dir=data_dir)
     started = time.monotonic()
     summary = trainer.fit()
     return trainer, log, time.monotonic() - started, summary["test"]
@@ -103,7 +103,8 @@ def train_tutorial(trainer, minutes):
     """The tutorial's model trained on attncli's batches for `minutes`; (model, steps, tokens/s)."""
     keras.utils.set_random_seed(0)
     model = TutorialTranslator(
-        len(trainer.source_tokenizer.vocabulary), len(trainer.target_tokenizer.vocabulary)
+        len(trainer.parts.source_tokenizer.vocabulary),
+        len(trainer.parts.target_tokenizer.vocabulary),
     )
     step = tutorial_train_step(model, keras.optimizers.Adam(1e-3))
     data = trainer.config.data
@@ -112,7 +113,7 @@ def train_tutorial(trainer, minutes):
     measured_from, measured_tokens = started, 0
     while time.monotonic() - started < 60.0 * minutes:
         batches = epoch_batches(
-            trainer.encoded, epoch, batch_size=data.batch_size, bucketing=data.bucketing,
+            trainer.parts.encoded, epoch, batch_size=data.batch_size, bucketing=data.bucketing,
             shuffle=True, seed=0,
         )
         for inputs, target_out in batches:
@@ -137,10 +138,11 @@ def tutorial_outputs(model, trainer, sources, batch_size=64):
         input_signature=[tf.TensorSpec([None, None], tf.int32)],
     )
     outputs = []
+    parts = trainer.parts
     for start in range(0, len(sources), batch_size):
-        ids = trainer.source_tokenizer.encode(tf.constant(sources[start : start + batch_size]))
+        ids = parts.source_tokenizer.encode(tf.constant(sources[start : start + batch_size]))
         token_ids = loop(ids.to_tensor())
-        texts = trainer.target_tokenizer.decode(token_ids).numpy()
+        texts = parts.target_tokenizer.decode(token_ids).numpy()
         outputs.extend(text.decode("utf-8") for text in texts)
     return outputs
 
@@ -162,13 +164,13 @@ def main():
         print(f"training attncli for {args.minutes:g} minutes ...", file=sys.stderr)
         trainer, log, ours_seconds, beam_figures = train_attncli(args.minutes, args.data, run_dir)
         loaded = load_model(run_dir / "model")
-        held_out = trainer.splits.test
+        held_out = trainer.parts.splits.test
         if args.sentences is not None:
             keep = set(held_out.references()[0][: args.sentences])
             held_out = held_out.select(
                 [i for i, source in enumerate(held_out.sources) if source in keep]
             )
-        normalise = trainer._normalised
+        normalise = trainer.validator.normalise
         steady = log.tokens_per_second[50:] or log.tokens_per_second
         rows = []
         decoding = trainer.config.decoding

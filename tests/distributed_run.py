@@ -52,8 +52,8 @@ def main():
         )
         strategy = make_strategy(name)
         recorder = Recorder(echo=True)
-        trainer = Trainer(config, RunDirectory.create(args.work / name), recorder,
-                          strategy=strategy)
+        trainer = Trainer.from_config(config, RunDirectory.create(args.work / name), recorder,
+                                      strategy=strategy)
         trainer.fit()
         output[name] = {
             "losses": recorder.losses,
@@ -67,10 +67,10 @@ def main():
 
 def single_sentence_step(trainer):
     """One more step, on a batch of the first training sentence alone."""
-    dataset = epoch_batches(trainer.encoded, 0, batch_size=1, bucketing=False, shuffle=False)
+    dataset = epoch_batches(trainer.parts.encoded, 0, batch_size=1, bucketing=False, shuffle=False)
     dataset = dataset.take(1)
-    if trainer.distributed:
-        dataset = trainer.strategy.experimental_distribute_dataset(dataset)
+    if trainer.workers.distributed:
+        dataset = trainer.workers.strategy.experimental_distribute_dataset(dataset)
         inputs, target_out = next(iter(dataset))
         result = trainer.train_step(inputs, target_out, 0)
     else:

@@ -8,21 +8,23 @@ import pytest
 from shared_data import shared_data
 
 from attncli.data.corpora import (
+    bundled_attribution,
+    bundled_corpus_path,
+    read_bundled,
+    read_corpus,
+    read_splits,
+    split_corpus,
+)
+from attncli.data.readers import (
     EMPTY_SIDE,
     UNDECODABLE,
     UNPAIRED,
     WRONG_COLUMNS,
     Corpus,
     CorpusError,
-    bundled_attribution,
-    bundled_corpus_path,
-    read_bundled,
-    read_corpus,
     read_parallel,
     read_pronunciations,
-    read_splits,
     read_tsv,
-    split_corpus,
 )
 from attncli.errors import AttncliError
 

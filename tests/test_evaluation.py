@@ -3,7 +3,7 @@
 import pytest
 import sacrebleu
 
-from attncli.data.corpora import Corpus
+from attncli.data.readers import Corpus
 from attncli.search.evaluation import evaluate_corpus, score_outputs
 
 

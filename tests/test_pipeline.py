@@ -5,9 +5,11 @@ import pytest
 import tensorflow as tf
 from shared_data import shared_data
 
-from attncli.data.corpora import Corpus, read_bundled, read_parallel, read_tsv
+from attncli.data.corpora import read_bundled
 from attncli.errors import AttncliError
-from attncli.data.pipeline import PipelineStats, length_bands, make_dataset
+from attncli.data.bucketing import length_bands
+from attncli.data.pipeline import PipelineStats, make_dataset
+from attncli.data.readers import Corpus, read_parallel, read_tsv
 from attncli.data.tokenization import Tokenizer
 from attncli.data.vocabulary import END, START
 

@@ -1,6 +1,7 @@
 """The result scripts of benchmarks/ report a finished run (`--reuse`) as a table."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -64,3 +65,19 @@ def test_an_unfinished_run_and_a_finished_one_without_reuse(tmp_path, script):
         cwd=REPO, capture_output=True, text=True, timeout=60,
     )
     assert result.returncode == 1 and "holds a finished run" in result.stderr
+
+
+def test_every_benchmark_command_in_the_docs_runs_a_module_of_the_package():
+    """benchmarks/ is a package run as `python -m benchmarks.NAME`, never as a file path."""
+    assert (REPO / "benchmarks" / "__init__.py").is_file()
+    documents = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")),
+                 *sorted((REPO / "benchmarks").glob("*.py"))]
+    named = set()
+    for document in documents:
+        text = document.read_text(encoding="utf-8")
+        assert not re.search(r"python3? benchmarks/", text), document.name
+        assert "sys.path.insert" not in text, document.name
+        named.update(re.findall(r"python3? -m benchmarks\.([a-z0-9_]+)", text))
+    assert named, "no benchmark command found"
+    for name in sorted(named):
+        assert (REPO / "benchmarks" / f"{name}.py").is_file(), name

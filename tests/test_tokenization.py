@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 from shared_data import shared_data
 
-from attncli.data.corpora import read_parallel, read_pronunciations, read_tsv
+from attncli.data.readers import read_parallel, read_pronunciations, read_tsv
 from attncli.errors import AttncliError
 from attncli.data.tokenization import SPACE_TOKEN, TUTORIAL_NORMALIZATION, Tokenizer
 from attncli.data.vocabulary import END, PAD, START, UNK

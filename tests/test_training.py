@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from attncli.data.corpora import read_tsv
+from attncli.data.readers import read_tsv
 from attncli.search.decoding import compile_search
 from attncli.model.encoder_decoder import Seq2Seq
 from attncli.config.model import ModelConfig

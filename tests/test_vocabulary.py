@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 from shared_data import shared_data
 
-from attncli.data.corpora import read_tsv
+from attncli.data.readers import read_tsv
 from attncli.errors import AttncliError
 from attncli.data.tokenization import Tokenizer
 from attncli.data.vocabulary import END, PAD, RESERVED_TOKENS, START, UNK, Vocabulary

@@ -46,7 +46,7 @@ def trained(tmp_path_factory):
     config = load_run_config(TINY, OVERRIDES)
     run = RunDirectory.create(tmp_path_factory.mktemp("average") / "run")
     progress = Recorder()
-    trainer = Trainer(config, run, progress)
+    trainer = Trainer.from_config(config, run, progress)
     trainer.fit()
     return config, run, trainer, progress
 
@@ -67,9 +67,9 @@ def test_validation_loss_is_that_of_the_averaged_weights(trained):
     """`valid_loss` (and `valid_nll`) are the average's, `valid_loss_raw` the raw weights'."""
     config, run, trainer, progress = trained
     record = progress.records[-1]
-    raw_loss = trainer.validation_loss()
-    with trainer._averaged_weights():
-        average = trainer.validation_losses()
+    raw_loss = trainer.validator.loss()
+    with trainer.validator.averaged_weights():
+        average = trainer.validator.losses()
     np.testing.assert_allclose(average["loss"], record["valid_loss"], rtol=1e-6)
     np.testing.assert_allclose(average["nll"], record["valid_nll"], rtol=1e-6)
     np.testing.assert_allclose(raw_loss, record["valid_loss_raw"], rtol=1e-6)
@@ -80,7 +80,7 @@ def test_resume_restores_the_average_with_the_checkpoint(trained):
     from attncli.training.trainer import Trainer
 
     config, run, trainer, _ = trained
-    resumed = Trainer(config, RunDirectory.open(run.path), Recorder(), resume=True)
+    resumed = Trainer.from_config(config, RunDirectory.open(run.path), Recorder(), resume=True)
     assert_same_weights(averaged_weights(resumed), averaged_weights(trainer), rtol=1e-6)
     assert_same_weights(weights_of(resumed.model), weights_of(trainer.model), rtol=1e-6)
 
@@ -91,7 +91,7 @@ def test_without_averaging_the_kept_model_is_the_raw_one(tmp_path):
 
     config = load_run_config(TINY, ["training.epochs=1", "training.label_smoothing=0.0"])
     run = RunDirectory.create(tmp_path / "run")
-    trainer = Trainer(config, run, Recorder())
+    trainer = Trainer.from_config(config, run, Recorder())
     trainer.fit()
     kept = load_model(run.model_dir)
     assert kept.metadata["weights"] == "raw"
@@ -109,7 +109,7 @@ def test_training_after_averaged_evaluations_is_training_without_them(tmp_path):
     for name, overrides in (("raw", []), ("average", ["training.average_decay=0.5"])):
         config = load_run_config(TINY, ["training.epochs=2", *overrides])
         progress = Recorder()
-        trainer = Trainer(config, RunDirectory.create(tmp_path / name), progress)
+        trainer = Trainer.from_config(config, RunDirectory.create(tmp_path / name), progress)
         trainer.fit()
         runs[name] = trainer, progress
     (raw, raw_progress), (averaged, averaged_progress) = runs["raw"], runs["average"]

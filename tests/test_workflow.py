@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from attncli_process import attncli
 from cli_errors import one_line_error
 from shared_data import shared_data
 
@@ -20,19 +21,6 @@ REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "configs" / "tiny-test.yaml"
 
 pytestmark = pytest.mark.slow
-
-
-def attncli(*args, cwd, stdin=None, timeout=300, check=True):
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3"}
-    result = subprocess.run(
-        [sys.executable, "-m", "attncli", *map(str, args)],
-        cwd=cwd, input=stdin, capture_output=True, text=True, timeout=timeout, env=env,
-    )
-    if check and result.returncode != 0:
-        raise AssertionError(
-            f"attncli {' '.join(map(str, args))} exited {result.returncode}:\n{result.stderr}"
-        )
-    return result
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +59,7 @@ def test_train_scores_the_best_model_on_the_test_split(trained):
 
 
 def test_pronunciation_test_split_is_scored_against_every_reference(tmp_path):
-    from attncli.data.corpora import read_pronunciations
+    from attncli.data.readers import read_pronunciations
     from attncli.search.metrics import pronunciation_scores
 
     data = shared_data("cmudict")

@@ -178,8 +178,8 @@ def _train(config, run, role, run_dir, data_dir, resume, console):
     )
     with TrainingDisplay(console) as display:
         try:
-            trainer = Trainer(config, run, display, data_dir=data_dir, resume=resume,
-                              strategy=strategy, is_chief=role is None or role.is_chief)
+            trainer = Trainer.from_config(config, run, display, data_dir=data_dir, resume=resume,
+                                          strategy=strategy, is_chief=role is None or role.is_chief)
             summary = trainer.fit()
         except Interrupted as interruption:
             display.message(

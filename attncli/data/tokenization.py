@@ -62,7 +62,7 @@ _DETOKENIZE_RULES = (
     (rf" ([{_KANA_HAN}{_CJK_PUNCTUATION}])", r"\1"),
 )
 
-#: The normalisation of the TensorFlow "NMT with attention" tutorial (see BENCHMARKS.md).
+#: The normalisation of the TensorFlow "NMT with attention" tutorial (see docs/references.md).
 TUTORIAL_NORMALIZATION = dict(
     normalization="NFKD", lowercase=True, strip_accents=True, drop_pattern=r"[^ a-z.?!,¿]"
 )

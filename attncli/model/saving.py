@@ -10,7 +10,8 @@ A model directory holds everything needed to translate:
     target.vocab.txt
 
 It is written into a temporary directory beside the destination and moved into place
-with `os.replace`, so a reader never sees a half-written model.
+with `os.replace` (`attncli.files.replace_directory`), so a reader never sees a
+half-written model.
 
 `export_saved_model` writes a TensorFlow SavedModel whose signatures take a batch of
 source strings and return translations: tokenization, search and detokenization are all
@@ -24,14 +25,12 @@ so the process that loads it must `import tensorflow_text` first (that registers
 """
 
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
-from attncli.errors import AttncliError, shown
 from attncli.config.search import SearchConfig
+from attncli.errors import AttncliError, shown
+from attncli.files import replace_directory
 
 FORMAT = "attncli-model"
 VERSION = 1
@@ -93,7 +92,7 @@ def save_model(
         "source_end": bool(source_end),
         "metadata": metadata or {},
     }
-    with _staging(directory) as staging:
+    with replace_directory(directory) as staging:
         (staging / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", "utf-8")
         model.save_weights(str(staging / WEIGHTS_FILE))
         source_tokenizer.save(staging, "source")
@@ -241,39 +240,5 @@ def export_saved_model(
         translator = Translator(model, source_tokenizer, target_tokenizer, search, source_end)
         archive.track(translator.source_table)
         archive.add_endpoint(name, translator.serve, input_signature=texts)
-    with _staging(Path(directory)) as staging:
+    with replace_directory(directory) as staging:
         archive.write_out(str(staging), verbose=False)
-
-
-class _staging:
-    """Context manager: a fresh directory beside `destination`, moved onto it on success.
-
-    An existing `destination` is first moved aside, then deleted once the new one is in
-    place; on an error the staging directory is removed and `destination` is untouched.
-    """
-
-    def __init__(self, destination):
-        self.destination = destination
-
-    def __enter__(self):
-        self.destination.parent.mkdir(parents=True, exist_ok=True)
-        self.path = Path(
-            tempfile.mkdtemp(prefix=f".{self.destination.name}.", dir=self.destination.parent)
-        )
-        self.path.chmod(0o755)  # mkdtemp's 0o700 would make the model private
-        return self.path
-
-    def __exit__(self, error_type, error, traceback):
-        if error_type is not None:
-            shutil.rmtree(self.path, ignore_errors=True)
-            return False
-        retired = None
-        if self.destination.exists():
-            retired = tempfile.mkdtemp(
-                prefix=f".{self.destination.name}.old.", dir=self.destination.parent
-            )
-            os.replace(self.destination, retired)
-        os.replace(self.path, self.destination)
-        if retired is not None:
-            shutil.rmtree(retired)
-        return False

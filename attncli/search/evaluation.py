@@ -80,3 +80,30 @@ def evaluate_corpus(translator, corpus, task, count=None, normalise=None, batch_
         references = [normalise(options) for options in references]
     figures = score_outputs(task, outputs, references, lowercase_bleu=lowercase_bleu)
     return {**figures, "sentences": len(sources), "seconds": seconds}, outputs
+
+
+def reference_normaliser(side, tokenizer):
+    """The function that writes references the way the target side is tokenized, or None.
+
+    When the target side folds case, strips accents or drops characters, no output
+    could ever match what was removed, so the references are passed through the same
+    normalisation (tokenized, then detokenized) before scoring.
+
+    Args:
+        side: the target side's `SideConfig` (its `lowercase`, `strip_accents` and
+            `drop_pattern`).
+        tokenizer: the target `Tokenizer`.
+
+    Returns:
+        A function from a list of reference strings to their normalised strings, or
+        None when the side keeps the text as it is written.
+    """
+    if not (side.lowercase or side.strip_accents or side.drop_pattern is not None):
+        return None
+    import tensorflow as tf
+
+    def normalised(texts):
+        tokens = tokenizer.tokenize(tf.constant(texts))
+        return [text.decode("utf-8") for text in tokenizer.detokenize(tokens).numpy()]
+
+    return normalised

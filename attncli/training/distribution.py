@@ -15,13 +15,19 @@ machine restores that machine's own checkpoints (see `Trainer`).
 A strategy must be made before TensorFlow runs its first operation: MultiWorkerMirrored
 configures the runtime for the cluster, and logical CPU devices can only be declared
 before it starts.
+
+`Workers` is the one place that says who writes (the chief) and what the workers agree
+on: that they train the same run, which checkpoint they resume from, and every figure or
+clock reading that ends or shapes the training loop.
 """
 
 import dataclasses
+import hashlib
 import json
 import os
 from pathlib import Path
 
+from attncli.config.schema import to_mapping
 from attncli.errors import AttncliError
 
 
@@ -181,3 +187,71 @@ def make_agreement(strategy):
         return float(functions[op](tf.constant(float(value), tf.float64)))
 
     return agree
+
+
+class Workers:
+    """The processes that train one run together: which of them writes, what they agree on.
+
+    Under a `tf.distribute` strategy every decision that ends or shapes the training
+    loop must come out the same on every worker, since a worker that stopped alone
+    would leave the others waiting in their next collective. Every worker validates
+    (same weights, same sentences); only the chief writes the run's records and model.
+
+    Args:
+        strategy: the `tf.distribute.Strategy` the run trains under.
+        distributed: bool, whether `training.distribute` is not `"none"` (the batches
+            are distributed and the train step is the strategy's).
+        is_chief: bool, whether this worker writes the run's records and best model.
+            Defaults to True.
+    """
+
+    def __init__(self, strategy, distributed, is_chief=True):
+        self.strategy = strategy
+        self.distributed = distributed
+        self.is_chief = is_chief
+        self.agree = make_agreement(strategy)
+
+    def check_same_run(self, config, source_vocabulary_size, target_vocabulary_size,
+                       training_pairs):
+        """Stop every worker if they do not train the same configuration on the same data.
+
+        Workers given different settings (a `--set` on one machine only) or different
+        files would compute different batches: at best a silent mix, at worst a hang.
+        """
+        mapping = to_mapping(config)
+        mapping["data"].pop("directory", None)  # where the files are may differ
+        described = json.dumps(
+            [mapping, source_vocabulary_size, target_vocabulary_size, training_pairs],
+            sort_keys=True,
+        )
+        # 52 bits: exact in the float64 the agreement carries.
+        fingerprint = int(hashlib.sha256(described.encode()).hexdigest()[:13], 16)
+        if self.agree(fingerprint, "min") != self.agree(fingerprint, "max"):
+            raise AttncliError(
+                "the workers do not train the same run (their configurations, --set "
+                "overrides or data files differ); give every worker the same ones"
+            )
+
+    def common_checkpoint(self, newest):
+        """The newest checkpoint number every worker holds, given this worker's `newest`.
+
+        One killed while the others saved lacks their last checkpoint. Alone, `newest`
+        itself.
+        """
+        if not self.distributed:
+            return newest
+        fewest, most = self.agree(newest, "min"), self.agree(newest, "max")
+        if fewest == 0 and most > 0:
+            raise AttncliError(
+                "some workers hold checkpoints of this run and others none; resume "
+                "every worker with the run it trained, or start all with --overwrite"
+            )
+        return fewest
+
+    def check_same_checkpoint(self, number, restored):
+        """Stop every worker unless all restored checkpoint `number` (`restored`: its path)."""
+        if self.distributed and self.agree(number, "min") != self.agree(number, "max"):
+            raise AttncliError(
+                f"the workers restored different checkpoints (this one: {restored or 'none'}); "
+                "start the run again with --overwrite on every worker"
+            )

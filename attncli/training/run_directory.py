@@ -24,7 +24,7 @@ from pathlib import Path
 
 from attncli import __version__
 from attncli.errors import AttncliError
-from attncli.files import write_text_atomically
+from attncli.files import write_json_atomically
 from attncli.training.leftovers import clear_leftovers
 from attncli.training.run_lock import LOCK_FILE, lock_run, unlock_run
 
@@ -206,11 +206,6 @@ class RunDirectory:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
         with open(self.log_path, "a", encoding="utf-8") as stream:
             stream.write(f"{stamp} {message}\n")
-
-
-def write_json_atomically(path, value):
-    """Write JSON to `path` so that a reader sees the old file or the new, never half."""
-    write_text_atomically(path, json.dumps(value, indent=2, sort_keys=True) + "\n")
 
 
 def _make_directories(path):

@@ -1,0 +1,271 @@
+"""What a training run is made of, built from its configuration and run directory.
+
+    corpus splits -> tokenizers (learned, or read back on resume) -> model and optimizer
+    -> the position variables and their checkpoints (restored on resume)
+    -> the encoded training and validation pairs
+
+`build_training` does it in that order, under the run's `tf.distribute` strategy, and
+returns the parts as a `TrainingParts` for `Trainer`. Resuming restores the newest
+checkpoint that can be read (and, distributed, that every worker holds).
+"""
+
+import dataclasses
+import math
+
+import keras
+import tensorflow as tf
+
+from attncli.config.data import read_splits
+from attncli.data.pipeline import PipelineStats, encode_pairs
+from attncli.data.tokenization import Tokenizer
+from attncli.errors import AttncliError
+from attncli.model.encoder_decoder import Seq2Seq
+from attncli.model.footprint import check_fits_in_memory
+from attncli.model.saving import saved_metadata
+from attncli.training.checkpoint_files import checkpoint_paths, repair_index
+from attncli.training.distribution import Workers, make_strategy
+from attncli.training.steps import make_optimizer
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingPosition:
+    """Where training stands; every checkpoint holds it beside the model and optimizer.
+
+    Attributes (scalar `tf.Variable`s):
+        epoch: epochs finished.
+        batch: batches trained of the current epoch.
+        best_metric: the best validation value so far (BLEU, or minus WER).
+        stale_evaluations: evaluations since the best one (for `training.patience`).
+        seconds: training time spent, evaluations included.
+        epoch_loss_sum, epoch_tokens: the running loss of the current epoch, so that a
+            resumed epoch reports all of it.
+    """
+
+    epoch: tf.Variable
+    batch: tf.Variable
+    best_metric: tf.Variable
+    stale_evaluations: tf.Variable
+    seconds: tf.Variable
+    epoch_loss_sum: tf.Variable
+    epoch_tokens: tf.Variable
+
+    def variables(self):
+        """`{name: variable}`, the names they have in checkpoints."""
+        return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+
+    @classmethod
+    def start(cls):
+        return cls(
+            epoch=tf.Variable(0, dtype=tf.int64, trainable=False),
+            batch=tf.Variable(0, dtype=tf.int64, trainable=False),
+            best_metric=tf.Variable(-math.inf, dtype=tf.float64, trainable=False),
+            stale_evaluations=tf.Variable(0, dtype=tf.int64, trainable=False),
+            seconds=tf.Variable(0.0, dtype=tf.float64, trainable=False),
+            epoch_loss_sum=tf.Variable(0.0, dtype=tf.float64, trainable=False),
+            epoch_tokens=tf.Variable(0, dtype=tf.int64, trainable=False),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingParts:
+    """Everything `Trainer` trains with.
+
+    Attributes:
+        config: the `RunConfig`.
+        run: the `RunDirectory`.
+        workers: the `Workers` (strategy, chief, agreement).
+        splits: the corpus `Splits` (train, valid, test).
+        source_tokenizer, target_tokenizer: `Tokenizer`s with their vocabularies.
+        model: the `Seq2Seq`.
+        optimizer: its Keras optimizer.
+        position: the `TrainingPosition`.
+        checkpoints: the `tf.train.CheckpointManager` of model, optimizer and position.
+        encoded: the encoded training pairs (see `encode_pairs`).
+        valid_encoded: the encoded validation pairs, not length-filtered.
+        stats: the `PipelineStats` of the training batches.
+    """
+
+    config: object
+    run: object
+    workers: Workers
+    splits: object
+    source_tokenizer: Tokenizer
+    target_tokenizer: Tokenizer
+    model: Seq2Seq
+    optimizer: object
+    position: TrainingPosition
+    checkpoints: tf.train.CheckpointManager
+    encoded: object
+    valid_encoded: object
+    stats: PipelineStats
+
+
+def build_training(config, run, progress, data_dir=None, resume=False, strategy=None,
+                   is_chief=True):
+    """The parts of a training run.
+
+    Args:
+        config: the `RunConfig`.
+        run: the `RunDirectory` (created, or opened to resume).
+        progress: where messages go (an object with `message(text)`).
+        data_dir: folder for the relative paths of the data section.
+        resume: bool, read the run's vocabularies back and restore its newest checkpoint.
+        strategy: the `tf.distribute.Strategy` to train under. Defaults to
+            `make_strategy` of the configuration (the strategy must be made before
+            TensorFlow's first operation: the CLI makes it before anything else).
+        is_chief: bool, whether this worker writes the run's records and best model.
+            Defaults to True.
+
+    Returns:
+        A `TrainingParts`.
+
+    Raises:
+        AttncliError: when the workers do not train the same run, or resuming finds
+            only damaged checkpoints (or, distributed, different ones on each worker).
+    """
+    training = config.training
+    distributed = training.distribute != "none"
+    strategy = strategy or make_strategy(training.distribute, training.cpu_replicas)
+    workers = Workers(strategy, distributed, is_chief)
+    keras.utils.set_random_seed(training.seed)
+    splits = read_splits(config.data, data_dir)
+    # Splits carved from one file share its report: each file is reported once.
+    reports = {id(corpus.report): corpus.report
+               for corpus in (splits.train, splits.valid, splits.test)
+               if corpus.report is not None and corpus.report.bad_lines}
+    for report in reports.values():
+        progress.message(f"{report.summary()}; skipped")
+    source_tokenizer, target_tokenizer = prepare_tokenizers(config, run, splits, resume)
+    if distributed:
+        workers.check_same_run(
+            config, len(source_tokenizer.vocabulary), len(target_tokenizer.vocabulary),
+            len(splits.train),
+        )
+    model_config = config.model_config(
+        len(source_tokenizer.vocabulary), len(target_tokenizer.vocabulary)
+    )
+    check_fits_in_memory(model_config, training.average_decay is not None)
+    with strategy.scope():
+        model = Seq2Seq(model_config)
+        # Distributed, the train step clips the summed gradient itself.
+        optimizer = make_optimizer(
+            dataclasses.replace(training, clip_norm=None) if distributed else training
+        )
+        position = TrainingPosition.start()
+        # The optimizer's variables must exist before a checkpoint is restored: Keras's
+        # optimizer does not take the values of variables it creates later.
+        optimizer.build(model.trainable_variables)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, **position.variables())
+    if resume:
+        repaired = repair_index(run.checkpoint_dir)  # before the manager reads it
+        if repaired:
+            progress.message(repaired)
+    checkpoints = tf.train.CheckpointManager(checkpoint, str(run.checkpoint_dir), max_to_keep=2)
+    if resume:
+        restore_checkpoint(checkpoint, workers, run, progress, position)
+        raise_to_kept_model(position, workers, run, config.data.task)
+    data = config.data
+    stats = PipelineStats()
+    encoded = encode_pairs(
+        splits.train, source_tokenizer, target_tokenizer,
+        max_length=data.max_length, source_end=data.source_end, stats=stats,
+    )
+    valid_encoded = encode_pairs(
+        splits.valid, source_tokenizer, target_tokenizer,
+        max_length=None, source_end=data.source_end,
+    )
+    return TrainingParts(
+        config=config, run=run, workers=workers, splits=splits,
+        source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer,
+        model=model, optimizer=optimizer, position=position, checkpoints=checkpoints,
+        encoded=encoded, valid_encoded=valid_encoded, stats=stats,
+    )
+
+
+def prepare_tokenizers(config, run, splits, resume):
+    """The run's tokenizers: read back on resume, else learned from the training side."""
+    names = ("source", "target")
+    if resume and all((run.path / f"{name}.vocab.txt").exists() for name in names):
+        return tuple(Tokenizer.load(run.path, name) for name in names)
+    tokenizers = []
+    for name, side, texts in (
+        ("source", config.data.source, splits.train.sources),
+        ("target", config.data.target, splits.train.targets),
+    ):
+        tokenizer = side.tokenizer()
+        vocabulary = tokenizer.build_vocabulary(
+            texts, max_size=side.vocab_size, min_count=side.min_count
+        )
+        tokenizer = tokenizer.with_vocabulary(vocabulary)
+        tokenizer.save(run.path, name)
+        tokenizers.append(tokenizer)
+    return tuple(tokenizers)
+
+
+def restore_checkpoint(checkpoint, workers, run, progress, position):
+    """Restore the newest checkpoint that can be read, falling back to older ones.
+
+    The checkpoints are those on disk (`checkpoint_paths`), whatever TensorFlow's
+    index says; a run with a best model but no checkpoint is refused rather than
+    started over. Workers restore their own copies: the newest that every worker holds, and check
+    they restored the same one. Every worker takes part in the same agreements whatever
+    it finds, so that a worker with nothing to restore stops with the others instead of
+    leaving them waiting.
+    """
+    candidates = checkpoint_paths(run.checkpoint_dir)
+    newest = max(map(checkpoint_number, candidates), default=0)
+    newest = workers.common_checkpoint(newest)
+    candidates = [path for path in candidates if checkpoint_number(path) <= newest]
+    restored, problems = None, []
+    for path in candidates:
+        try:
+            checkpoint.restore(path).assert_existing_objects_matched()
+        except Exception as error:  # noqa: BLE001  A damaged file fails in many ways.
+            lines = str(error).strip().splitlines()
+            problems.append(f"{path}: {lines[0] if lines else type(error).__name__}")
+            continue
+        restored = path
+        break
+    number = checkpoint_number(restored) if restored else (-1 if problems else 0)
+    workers.check_same_checkpoint(number, restored)
+    if restored is None and problems:
+        raise AttncliError(
+            f"no checkpoint of {run.path} can be restored ({problems[0]}); "
+            "start the run again with --overwrite"
+        )
+    if restored is None:
+        if workers.agree(run.model_dir.is_dir()):
+            raise AttncliError(
+                f"{run.path} has a best model but no checkpoint to continue from (none in "
+                f"{run.checkpoint_dir}); keep the model as it is, or start the run again "
+                "with --overwrite, which replaces it"
+            )
+        progress.message("no checkpoint yet: starting this run from the beginning")
+        return
+    if problems:
+        progress.message(f"skipped damaged checkpoint(s): {'; '.join(problems)}")
+    progress.message(
+        f"resuming from {restored}: epoch {int(position.epoch.numpy()) + 1}, "
+        f"batch {int(position.batch.numpy())}"
+    )
+
+
+def raise_to_kept_model(position, workers, run, task):
+    """Make the best metric at least the kept model's, so that no worse model replaces it.
+
+    A run resumed from an older checkpoint (the newest damaged) restores the best
+    metric of that time, which may be below the model kept since.
+    """
+    name = "wer" if task == "pronunciation" else "bleu"
+    value = saved_metadata(run.model_dir).get(name)
+    kept = -math.inf
+    if not isinstance(value, bool) and isinstance(value, (int, float)):
+        kept = -value if name == "wer" else float(value)
+    kept = workers.agree(kept)  # only the chief holds the model
+    if kept > float(position.best_metric.numpy()):
+        position.best_metric.assign(kept)
+
+
+def checkpoint_number(path):
+    """The save count that ends a checkpoint's name (`.../ckpt-12` -> 12)."""
+    return int(str(path).rsplit("-", 1)[1])

@@ -1,0 +1,22 @@
+"""`attncli` as a user runs it: a subprocess of `python -m attncli` from this checkout."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def attncli(*args, cwd, stdin=None, timeout=300, check=True):
+    """Run `python -m attncli ARGS` in `cwd`; with `check`, fail unless it exits 0."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    result = subprocess.run(
+        [sys.executable, "-m", "attncli", *map(str, args)],
+        cwd=cwd, input=stdin, capture_output=True, text=True, timeout=timeout, env=env,
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(
+            f"attncli {' '.join(map(str, args))} exited {result.returncode}:\n{result.stderr}"
+        )
+    return result
