@@ -7,3 +7,24 @@ class AttncliError(Exception):
 
 class DataError(AttncliError):
     """A corpus, vocabulary or data setting cannot be used (strict mode, missing file, ...)."""
+
+
+def shown(value, limit=80):
+    """`repr(value)` as an error message echoes it: at most `limit` characters.
+
+    A value can be huge (a long string, a list that YAML aliases repeat); its message
+    must stay one readable line, and building it must stay cheap: `reprlib` stops
+    at a few items of each container and level.
+    """
+    import reprlib
+
+    shortener = reprlib.Repr()
+    shortener.maxstring = shortener.maxother = limit
+    shortener.maxlist = shortener.maxtuple = shortener.maxdict = shortener.maxset = 8
+    shortener.maxlevel = 3
+    return clipped(shortener.repr(value), limit)
+
+
+def clipped(text, limit=80):
+    """`text` cut to `limit` characters, the last one an ellipsis when it was longer."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -228,12 +228,12 @@ def train(
     With no CONFIG: Spanish to English on the bundled Tatoeba pairs, about ten
     minutes on a laptop CPU. Ctrl-C saves a checkpoint; --resume continues.
     """
-    _load_tensorflow(ctx)
     from attncli.cli.train_command import train as run_training
 
     code = run_training(
         config_path=config, overrides=overrides or [], run_dir=run_dir, data_dir=data_dir,
         resume=resume, overwrite=overwrite, console=_stderr_console(),
+        load_tensorflow=lambda: _load_tensorflow(ctx),
     )
     raise typer.Exit(code=code)
 

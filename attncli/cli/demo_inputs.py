@@ -11,7 +11,9 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from attncli.errors import AttncliError
+from attncli.cli.render import check_decimals
+from attncli.config.schema import safe_load
+from attncli.errors import AttncliError, clipped, shown
 from attncli.scores import ALIGNMENTS, DEMO_SCORES, SCORES
 
 EXAMPLES = ("seq2seq", "self-attention")
@@ -109,7 +111,7 @@ def check_choice(option, value, choices):
     """Return `value` if it is one of `choices`, else fail listing them."""
     if value not in choices:
         raise AttncliError(
-            f"unknown {option} '{value}'; choose one of: {', '.join(choices)}"
+            f"unknown {option} '{clipped(str(value))}'; choose one of: {', '.join(choices)}"
         )
     return value
 
@@ -131,11 +133,11 @@ def _parse_number(item, option):
         number = float(item)
     except ValueError:
         raise AttncliError(
-            f"{option}: '{item}' is not a number; write rows of numbers like "
+            f"{option}: '{clipped(item)}' is not a number; write rows of numbers like "
             f"\"0,1,1;5,0,1\" (',' between numbers, ';' between rows)"
         ) from None
     if not math.isfinite(number):
-        raise AttncliError(f"{option}: '{item}' is not a finite number")
+        raise AttncliError(f"{option}: '{clipped(item)}' is not a finite number")
     return number
 
 
@@ -169,7 +171,7 @@ def load_input_file(path):
     """
     path = Path(path)
     try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+        document = safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise AttncliError(f"--input: no file '{path}'") from None
     except OSError as error:
@@ -179,6 +181,8 @@ def load_input_file(path):
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
+        if hasattr(error, "fix"):
+            raise AttncliError(f"{path}: {error.problem}{where}; {error.fix}") from None
         raise AttncliError(f"{path}: not valid YAML{where}") from None
     if not isinstance(document, dict):
         raise AttncliError(
@@ -187,7 +191,8 @@ def load_input_file(path):
     unknown = [key for key in document if key not in INPUT_FILE_KEYS]
     if unknown:
         raise AttncliError(
-            f"{path}: unknown key '{unknown[0]}'; allowed keys: {', '.join(INPUT_FILE_KEYS)}"
+            f"{path}: unknown key '{clipped(str(unknown[0]))}'; allowed keys: "
+            f"{', '.join(INPUT_FILE_KEYS)}"
         )
     for required in ("query", "keys"):
         if document.get(required) is None:
@@ -204,7 +209,8 @@ def load_input_file(path):
         isinstance(valid_length, bool) or not isinstance(valid_length, int)
     ):
         raise AttncliError(
-            f"{path}: valid_length must be a whole number. Received: valid_length={valid_length!r}"
+            f"{path}: valid_length must be a whole number. "
+            f"Received: valid_length={shown(valid_length)}"
         )
     parameters = document.get("parameters") or {}
     if not isinstance(parameters, dict):
@@ -227,9 +233,9 @@ def _yaml_matrix(value, where, vector=False):
             raise AttncliError(f"{where}: mixes numbers and rows; give a list of rows")
         for item in row:
             if isinstance(item, bool) or not isinstance(item, (int, float)):
-                raise AttncliError(f"{where}: {item!r} is not a number")
+                raise AttncliError(f"{where}: {shown(item)} is not a number")
             if not math.isfinite(item):
-                raise AttncliError(f"{where}: {item!r} is not a finite number")
+                raise AttncliError(f"{where}: {shown(item)} is not a finite number")
     matrix = _rectangular(rows, where)
     return matrix[0] if one_row and vector else matrix
 
@@ -320,8 +326,7 @@ def request_from_options(example="seq2seq", score=None, query=None, keys=None, v
                          window=None, decimals=4, output_format="table"):
     """Check the options of `score-demo` and read its inputs. `None` means not given."""
     check_choice("format", output_format, FORMATS)
-    if not 0 <= decimals <= 12:
-        raise AttncliError(f"--decimals {decimals} is out of range; use 0 to 12")
+    check_decimals(decimals)
     check_choice("example", example, EXAMPLES)
     if example == "self-attention":
         given = [name for name, value in (

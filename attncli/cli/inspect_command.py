@@ -26,6 +26,7 @@ from rich.text import Text
 
 from attncli.cli import inspect_self_attention
 from attncli.cli.heatmap import heatmap_table, save_heatmap_png
+from attncli.cli.render import check_decimals
 from attncli.errors import AttncliError
 
 
@@ -63,6 +64,15 @@ def parameter_table(model, decimals=4):
     return table
 
 
+def check_step(step, hypothesis):
+    """Refuse a `--step` beyond the output tokens of `hypothesis`."""
+    if not 1 <= step <= len(hypothesis.tokens):
+        raise AttncliError(
+            f"--step {step} is out of range: the translation has "
+            f"{len(hypothesis.tokens)} output tokens (1..{len(hypothesis.tokens)})"
+        )
+
+
 def step_walk(loaded, translator, translation, hypothesis, step):
     """The attention computation of output token `step` (1-based), replayed.
 
@@ -77,11 +87,7 @@ def step_walk(loaded, translator, translation, hypothesis, step):
 
     from attncli.data.vocabulary import START
 
-    if not 1 <= step <= len(hypothesis.tokens):
-        raise AttncliError(
-            f"--step {step} is out of range: the translation has "
-            f"{len(hypothesis.tokens)} output tokens (1..{len(hypothesis.tokens)})"
-        )
+    check_step(step, hypothesis)
     model = loaded.model
     _, source_ids = translator.source_ids(tf.constant([translation.source]))
     memory, state = model.encode(source_ids)
@@ -171,8 +177,9 @@ def inspect(*, run_path, text, beam, png, step, params, decimals, attention=None
         )
     if beam is not None and beam < 1:
         raise AttncliError(f"--beam must be >= 1. Received: --beam={beam}")
-    if decimals < 0:
-        raise AttncliError(f"--decimals must be >= 0. Received: --decimals={decimals}")
+    check_decimals(decimals)
+    if step is not None and step < 1:
+        raise AttncliError(f"--step counts output tokens from 1. Received: --step={step}")
     if png is not None:
         png = Path(png)
         if png.suffix.lower() != ".png":
@@ -185,33 +192,43 @@ def inspect(*, run_path, text, beam, png, step, params, decimals, attention=None
     from attncli.config.search import SearchConfig
 
     loaded = load_model(directory)
+    model = loaded.model
+    if text:
+        # Everything that can be refused is checked before any table is printed.
+        # The run's own search (as `translate` uses it), with --beam if given.
+        search = SearchConfig(**loaded.metadata.get("decoding", {}))
+        search = dataclasses.replace(search, beam_size=beam or search.beam_size, n_best=1)
+        translator = loaded.translator(search)
+        [translation] = translator.translate([text])
+        hypothesis = translation.hypotheses[0]
+        if chosen or model.config.decoder == "self-attention":
+            attention = attention or "cross"
+            selection = inspect_self_attention.select(
+                loaded, translator, translation, hypothesis, attention, layer
+            )
+            shown = inspect_self_attention.matrix(selection, attention, layer, head)
+        else:
+            shown = inspect_self_attention.Matrix(
+                list(hypothesis.tokens), list(translation.source_tokens), hypothesis.weights,
+                "attention weights", "output", "source",
+            )
+        # --step walks the recurrent decoder's own step, or a query of a self-attention.
+        recurrent = attention in (None, "cross") and model.config.decoder != "self-attention"
+        if step is not None and recurrent:
+            check_step(step, hypothesis)
+        elif step is not None and not 1 <= step <= len(selection.queries):
+            raise AttncliError(
+                f"--step {step} is out of range: the {attention} attention has "
+                f"{len(selection.queries)} queries (1..{len(selection.queries)})"
+            )
     # Piped output is not cut at 80 columns: the tables are the result.
     out = Console(width=None if sys.stdout.isatty() else 200)
     if params:
-        out.print(parameter_table(loaded.model, decimals))
+        out.print(parameter_table(model, decimals))
     if not text:
         return 0
-    # The run's own search (as `translate` uses it), with --beam if given.
-    search = SearchConfig(**loaded.metadata.get("decoding", {}))
-    search = dataclasses.replace(search, beam_size=beam or search.beam_size, n_best=1)
-    translator = loaded.translator(search)
-    [translation] = translator.translate([text])
-    hypothesis = translation.hypotheses[0]
-    source_tokens = list(translation.source_tokens)
     out.print(f"{text}  →  {hypothesis.text}", highlight=False, markup=False)
     search_name = "greedy" if search.beam_size == 1 else f"beam {search.beam_size}"
-    model = loaded.model
-    if chosen or model.config.decoder == "self-attention":
-        attention = attention or "cross"
-        selection = inspect_self_attention.select(
-            loaded, translator, translation, hypothesis, attention, layer
-        )
-        shown = inspect_self_attention.matrix(selection, attention, layer, head)
-    else:
-        shown = inspect_self_attention.Matrix(
-            list(hypothesis.tokens), source_tokens, hypothesis.weights,
-            "attention weights", "output", "source",
-        )
     out.print(heatmap_table(
         shown.columns, shown.rows, shown.weights, decimals=decimals,
         title=f"{shown.title} ({search_name})", row_label=shown.row_label,
@@ -228,7 +245,6 @@ def inspect(*, run_path, text, beam, png, step, params, decimals, attention=None
     if step is None:
         return 0
     config = model.config
-    recurrent = attention in (None, "cross") and config.decoder != "self-attention"
     if recurrent:
         walk = step_walk(loaded, translator, translation, hypothesis, step)
         out.print(step_table(walk, step, f"{config.score}, {config.alignment}", decimals))

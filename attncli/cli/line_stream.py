@@ -29,7 +29,8 @@ def decode_utf8(data, where, offset=0):
 
 
 def decode_line(raw, where, offset):
-    """One line of bytes as text: without its "\\n" and a "\\r" before it, UTF-8 checked.
+    """One line of bytes as text: without its "\\n" and a "\\r" before it, UTF-8 checked;
+    the first line also without a byte order mark.
 
     Args:
         raw: bytes of one line, its "\\n" included if it has one.
@@ -39,7 +40,9 @@ def decode_line(raw, where, offset):
     line = raw[:-1] if raw.endswith(b"\n") else raw
     if line.endswith(b"\r"):
         line = line[:-1]
-    return decode_utf8(line, where, offset)
+    text = decode_utf8(line, where, offset)
+    # The byte order mark some editors put first is not part of the first sentence.
+    return text.removeprefix("\ufeff") if offset == 0 else text
 
 
 class LineReader:

@@ -17,7 +17,21 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from attncli.errors import AttncliError
+
 PIPED_WIDTH = 160
+
+# Digits after the point in every table attncli prints (score-demo, inspect-weights):
+# float32 figures carry about 7 significant digits; more only prints noise.
+MAX_DECIMALS = 12
+
+
+def check_decimals(decimals):
+    """Refuse a `--decimals` outside `0..MAX_DECIMALS`, in the same words for every command."""
+    if not 0 <= decimals <= MAX_DECIMALS:
+        raise AttncliError(
+            f"--decimals {decimals} is out of range; use 0 to {MAX_DECIMALS}"
+        )
 
 LABELS = {
     "seq2seq": {

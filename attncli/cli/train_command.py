@@ -8,6 +8,7 @@ the chief trains in the run directory, every other worker in its own beside it
 
 import dataclasses
 import json
+import logging
 import shlex
 import signal
 import sys
@@ -47,6 +48,7 @@ def resolve_run(config_path, overrides, run_dir, data_dir, resume, overwrite):
             run_dir = Path("runs") / load_run_config(config_path).name
         worker_dir = _worker_directory(run_dir)
         run = RunDirectory.open(worker_dir if worker_dir.exists() else run_dir)
+        run.lock()
         mapping = load_yaml(run.config_path)
         for override in overrides:
             key = override.partition("=")[0].strip()
@@ -79,7 +81,11 @@ def resolve_run(config_path, overrides, run_dir, data_dir, resume, overwrite):
     if role is not None:
         run_dir = role.directory(run_dir)
     run = RunDirectory.create(run_dir, overwrite=overwrite)
-    save_yaml(config, run.config_path)
+    try:
+        save_yaml(config, run.config_path)
+    except BaseException:
+        run.discard()
+        raise
     return config, run, role
 
 
@@ -96,12 +102,36 @@ def _worker_directory(run_dir):
         return Path(run_dir)
 
 
-def train(*, config_path, overrides, run_dir, data_dir, resume, overwrite, console):
-    """Run `attncli train`; returns the process exit code."""
+def _quiet_corpus_warnings():
+    """The trainer reports skipped corpus lines through its display, once per file;
+    the reader's own warning (on the `attncli.data` logger) would repeat it."""
+    logging.getLogger("attncli.data").addHandler(logging.NullHandler())
+
+
+def train(*, config_path, overrides, run_dir, data_dir, resume, overwrite, console,
+          load_tensorflow=None):
+    """Run `attncli train`; returns the process exit code.
+
+    The configuration and the run directory are checked before TensorFlow is
+    imported (`load_tensorflow`, a callable, imports it), so a mistake in them is
+    reported at once. A new run that fails before it has learnt anything leaves no
+    folder behind.
+    """
     config, run, role = resolve_run(
         config_path, overrides, run_dir=run_dir, data_dir=data_dir, resume=resume,
         overwrite=overwrite,
     )
+    _quiet_corpus_warnings()
+    try:
+        if load_tensorflow is not None:
+            load_tensorflow()
+        return _train(config, run, role, run_dir, data_dir, resume, console)
+    except BaseException:
+        run.discard()
+        raise
+
+
+def _train(config, run, role, run_dir, data_dir, resume, console):
     training = config.training
     if role is not None:
         console.print(
@@ -110,6 +140,8 @@ def train(*, config_path, overrides, run_dir, data_dir, resume, overwrite, conso
             highlight=False, markup=False,
         )
     console.print(f"run directory: {run.path}", highlight=False, markup=False)
+    for note in run.notes:
+        console.print(note, highlight=False, markup=False)
 
     from attncli.training.distribution import make_strategy
 
@@ -134,6 +166,7 @@ def train(*, config_path, overrides, run_dir, data_dir, resume, overwrite, conso
         ) from None
 
     from attncli.cli.progress import TrainingDisplay
+    from attncli.cli.train_failures import explain
     from attncli.training.trainer import Interrupted, Trainer
 
     import tensorflow as tf
@@ -163,6 +196,11 @@ def train(*, config_path, overrides, run_dir, data_dir, resume, overwrite, conso
                 "another worker of the cluster stopped answering; the checkpoints written "
                 f"so far are kept: start every worker again with {resume_command}"
             ) from None
+        except (OSError, tf.errors.OpError) as error:
+            failure = explain(error, run, resume_command)
+            if failure is None:
+                raise
+            raise failure from None
     if role is not None and not role.is_chief:
         return 0
     sys.stdout.write(json.dumps({"run": str(run.path), **summary}, indent=2) + "\n")

@@ -146,6 +146,26 @@ class DataConfig:
                     f"{name} must be a fraction in [0, 1) or a number of pairs. "
                     f"Received: {name}={value}"
                 )
+        if self.source_column == self.target_column or min(
+            self.source_column, self.target_column
+        ) < 0:
+            raise ValueError(
+                "source_column and target_column must be two different columns, counted "
+                f"from 0. Received: source_column={self.source_column}, "
+                f"target_column={self.target_column}"
+            )
+        if self.split_seed < 0:
+            raise ValueError(f"split_seed must be >= 0. Received: split_seed={self.split_seed}")
+        if self.limit is not None and self.limit < 1:
+            raise ValueError(
+                f"limit must be >= 1 (lines read from each file) or null for all. "
+                f"Received: limit={self.limit}"
+            )
+        if self.valid is None and self.valid_size == 0:
+            raise ValueError(
+                "valid_size must be above 0 when there is no data.valid file: validation "
+                "chooses the model that is kept. Received: valid_size=0"
+            )
         for name in ("max_length", "batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1. Received: {name}={getattr(self, name)}")
@@ -173,24 +193,35 @@ def read_splits(config, data_dir=None):
     paths = data_paths(config, data_dir)
     if config.format == "bundled":
         train = corpora.read_bundled(config.bundled_source, strict=config.strict, limit=config.limit)
-        return corpora.split_corpus(
+        splits = corpora.split_corpus(
             train, valid=config.valid_size, test=config.test_size, seed=config.split_seed,
             by=config.split_by,
         )
-    return corpora.read_splits(
-        paths["train"],
-        paths["valid"],
-        paths["test"],
-        valid_size=config.valid_size,
-        test_size=config.test_size,
-        seed=config.split_seed,
-        split_by=config.split_by,
-        format=config.format,
-        source_column=config.source_column,
-        target_column=config.target_column,
-        strict=config.strict,
-        limit=config.limit,
-    )
+    else:
+        splits = corpora.read_splits(
+            paths["train"],
+            paths["valid"],
+            paths["test"],
+            valid_size=config.valid_size,
+            test_size=config.test_size,
+            seed=config.split_seed,
+            split_by=config.split_by,
+            format=config.format,
+            source_column=config.source_column,
+            target_column=config.target_column,
+            strict=config.strict,
+            limit=config.limit,
+        )
+    if not len(splits.valid):
+        why = (
+            "data.valid has no pairs" if paths["valid"] is not None else
+            f"data.valid_size={config.valid_size} carves no pair out of {len(splits.train)}"
+        )
+        raise DataError(
+            f"data: the validation split is empty ({why}); validation chooses the model "
+            "that is kept: give it pairs"
+        )
+    return splits
 
 
 def data_paths(config, data_dir=None):

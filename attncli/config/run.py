@@ -15,6 +15,10 @@ from attncli.config.data import DataConfig
 from attncli.config.model import ModelConfig
 from attncli.config.search import SearchConfig
 from attncli.config.training import LoopConfig
+from attncli.errors import shown
+
+# The longest file name most filesystems take (NAME_MAX).
+_NAME_BYTES = 255
 
 # Vocabulary sizes are facts of the data, not choices: they come from the vocabularies.
 _FROM_VOCABULARIES = ("source_vocab_size", "target_vocab_size")
@@ -39,10 +43,14 @@ class RunConfig:
     decoding: SearchConfig = dataclasses.field(default_factory=SearchConfig)
 
     def __post_init__(self):
-        if not self.name or self.name in (".", "..") or "/" in self.name or "\\" in self.name:
+        if (
+            not self.name or self.name in (".", "..") or "/" in self.name or "\\" in self.name
+            or not self.name.isprintable()
+            or len(self.name.encode("utf-8", "surrogatepass")) > _NAME_BYTES
+        ):
             raise ValueError(
-                "name must be a plain folder name (it names runs/NAME). "
-                f"Received: name={self.name!r}"
+                "name must be a plain folder name (it names runs/NAME): printable, no / or "
+                f"\\, at most {_NAME_BYTES} bytes. Received: name={shown(self.name)}"
             )
 
     def model_config(self, source_vocab_size, target_vocab_size):

@@ -14,14 +14,13 @@ the message is reported with the dataclass's path.
 import dataclasses
 import functools
 import re
-import reprlib
 import types
 import typing
 from pathlib import Path
 
 import yaml
 
-from attncli.errors import AttncliError
+from attncli.errors import AttncliError, clipped, shown
 from attncli.files import write_text_atomically
 
 
@@ -33,12 +32,28 @@ class _DuplicateKey(yaml.MarkedYAMLError):
     pass
 
 
+# How many more values aliases may add to a document than it writes out. Aliases
+# repeat a value; nested, they multiply it (a "billion laughs" document of a few
+# lines stands for 10^9 values), which every later pass over it (validation, an
+# error message) would pay for.
+MAX_ALIAS_EXPANSION = 100_000
+
+
+class _AliasExpansion(yaml.MarkedYAMLError):
+    fix = "write the values out, or use fewer nested aliases"
+
+
 class _Loader(yaml.SafeLoader):
-    """`yaml.SafeLoader` that refuses a key given twice in one mapping and reads `1e-3`.
+    """`yaml.SafeLoader` that refuses a key given twice in one mapping, reads `1e-3`, and
+    refuses a document whose aliases expand it past `MAX_ALIAS_EXPANSION` values.
 
     PyYAML keeps the last of two equal keys without a word, and follows YAML 1.1, where
     a float needs a dot (`1e-3` is a string); YAML 1.2 and every user read it as 0.001.
     """
+
+    def construct_document(self, node):
+        _check_expansion(node)
+        return super().construct_document(node)
 
     def construct_mapping(self, node, deep=False):
         seen = set()
@@ -49,7 +64,7 @@ class _Loader(yaml.SafeLoader):
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
                 raise _DuplicateKey(
-                    problem=f"the key {key!r} is given twice", problem_mark=key_node.start_mark
+                    problem=f"the key {shown(key)} is given twice", problem_mark=key_node.start_mark
                 )
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
@@ -65,8 +80,56 @@ _Loader.add_implicit_resolver(
 )
 
 
+def _check_expansion(root):
+    """Refuse a node graph whose aliases stand for too many values, or that holds itself.
+
+    Each node's expanded size (itself and everything under it, aliases followed) is
+    counted once and remembered, so a bomb is measured without being expanded.
+    """
+    sizes, open_nodes = {}, set()
+
+    def size(node):
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in open_nodes:
+            raise _AliasExpansion(
+                problem="a value contains itself through an alias", problem_mark=node.start_mark
+            )
+        open_nodes.add(key)
+        if isinstance(node, yaml.MappingNode):
+            children = [child for pair in node.value for child in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = node.value
+        else:
+            children = []
+        total = 1
+        for child in children:
+            total += size(child)
+            if total - len(sizes) > MAX_ALIAS_EXPANSION:
+                raise _AliasExpansion(
+                    problem=f"aliases expand the document past {MAX_ALIAS_EXPANSION:,} values",
+                    problem_mark=child.start_mark,
+                )
+        open_nodes.discard(key)
+        sizes[key] = total
+        return total
+
+    size(root)
+
+
 def _load(text):
     return yaml.load(text, Loader=_Loader)
+
+
+def safe_load(text):
+    """`yaml.safe_load` with this module's checks (see `_Loader`).
+
+    Raises:
+        yaml.YAMLError: as `yaml.safe_load`, with `.fix` (what to do) when the
+            document is refused for its aliases.
+    """
+    return _load(text)
 
 
 def from_mapping(cls, mapping, path=""):
@@ -93,9 +156,8 @@ def from_mapping(cls, mapping, path=""):
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     unknown = [key for key in mapping if key not in fields]
     if unknown:
-        key = unknown[0]
         raise ConfigError(
-            f"{_join(path, str(key))}: unknown key; allowed keys here: "
+            f"{_join(path, clipped(str(unknown[0])))}: unknown key; allowed keys here: "
             f"{', '.join(fields)}"
         )
     hints = typing.get_type_hints(cls)
@@ -135,7 +197,8 @@ def load_yaml(path):
         mark = getattr(error, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(error, "problem", None) or "invalid YAML"
-        raise ConfigError(f"{path}: {problem}{at}; fix the YAML syntax") from None
+        fix = getattr(error, "fix", "fix the YAML syntax")
+        raise ConfigError(f"{path}: {problem}{at}; {fix}") from None
     if mapping is None:
         return {}
     if not isinstance(mapping, dict):
@@ -169,14 +232,16 @@ def apply_overrides(mapping, overrides):
         key = key.strip()
         if not separator or not key or any(not part for part in key.split(".")):
             raise ConfigError(
-                f"--set {override!r}: expected KEY.PATH=VALUE, "
+                f"--set {shown(override)}: expected KEY.PATH=VALUE, "
                 "e.g. --set training.epochs=3"
             )
         try:
             value = _load(text) if text.strip() else ""
+        except _AliasExpansion as error:
+            raise ConfigError(f"--set {shown(key)}: {error.problem}; {error.fix}") from None
         except yaml.YAMLError:
             raise ConfigError(
-                f"--set {override!r}: the value is not valid YAML; quote it"
+                f"--set {shown(override)}: the value is not valid YAML; quote it"
             ) from None
         node = mapping
         parts = key.split(".")
@@ -185,7 +250,7 @@ def apply_overrides(mapping, overrides):
             if not isinstance(child, dict):
                 prefix = ".".join(parts[: depth + 1])
                 raise ConfigError(
-                    f"--set {override!r}: {prefix} is a value, not a section"
+                    f"--set {shown(override)}: {prefix} is a value, not a section"
                 )
             node = child
         node[parts[-1]] = value
@@ -299,8 +364,7 @@ def _must_be(path, expected, value):
 
 def _received(path, value):
     """Keras's `Received: name=value`, the value's repr shortened if long."""
-    shown = reprlib.repr(value)
-    return f"Received: {path}={shown}" if path else f"Received: {shown}"
+    return f"Received: {path}={shown(value)}" if path else f"Received: {shown(value)}"
 
 
 def _expected(annotation):

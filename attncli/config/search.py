@@ -1,6 +1,7 @@
 """The settings of a search, validated when they are set (no TensorFlow here)."""
 
 import dataclasses
+import math
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,11 +35,12 @@ class SearchConfig:
             raise ValueError(
                 f"n_best must be in [1, beam_size={self.beam_size}]. Received: n_best={n_best}"
             )
-        if self.alpha < 0:
-            raise ValueError(f"alpha must be >= 0. Received: alpha={self.alpha}")
-        if self.max_length_ratio < 0:
+        if not (math.isfinite(self.alpha) and self.alpha >= 0):
+            raise ValueError(f"alpha must be a finite number >= 0. Received: alpha={self.alpha}")
+        if not (math.isfinite(self.max_length_ratio) and self.max_length_ratio >= 0):
             raise ValueError(
-                f"max_length_ratio must be >= 0. Received: max_length_ratio={self.max_length_ratio}"
+                "max_length_ratio must be a finite number >= 0. "
+                f"Received: max_length_ratio={self.max_length_ratio}"
             )
         if self.max_length_offset < 1:
             raise ValueError(

@@ -102,7 +102,7 @@ class LoopConfig(TrainingConfig):
             once training has run this long. Defaults to None.
         patience: int or None, stop after this many evaluations without a better
             validation metric. Defaults to None (never stop early).
-        seed: int, seeds weights, dropout and data order. Defaults to 0.
+        seed: int in [0, 2**32 - 1], seeds weights, dropout and data order. Defaults to 0.
         checkpoint_every: int >= 1, steps between checkpoints (one is also written
             at the end of each epoch and on interruption). Defaults to 500.
         eval_sentences: int or None, distinct validation sources decoded for the
@@ -133,6 +133,11 @@ class LoopConfig(TrainingConfig):
 
     def __post_init__(self):
         super().__post_init__()
+        if not 0 <= self.seed < 2**32:
+            raise ValueError(
+                f"seed must be in [0, 2**32 - 1] (what TensorFlow and NumPy accept). "
+                f"Received: seed={self.seed}"
+            )
         for name in ("epochs", "checkpoint_every", "eval_beam_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1. Received: {name}={getattr(self, name)}")

@@ -63,7 +63,9 @@ def split_corpus(corpus: Corpus, valid=0.1, test=0, seed: int = 0, by: str = "pa
     n_valid, n_test = _count(valid, len(groups), "valid"), _count(test, len(groups), "test")
     if n_valid + n_test >= len(groups):
         raise DataError(
-            f"valid and test leave no training {unit}: {n_valid} + {n_test} of {len(groups)}"
+            f"the validation and test splits take {n_valid} + {n_test} of the {len(groups)} "
+            f"{unit} read, leaving none to train on; make data.valid_size and data.test_size "
+            "smaller, or read more (data.limit)"
         )
     order = np.random.default_rng(seed).permutation(len(groups))
     n_train = len(groups) - n_valid - n_test

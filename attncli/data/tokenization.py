@@ -30,7 +30,7 @@ import tensorflow as tf
 import tensorflow_text as text
 from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
 
-from attncli.errors import DataError
+from attncli.errors import DataError, shown
 from attncli.files import write_text_atomically
 from attncli.data.vocabulary import END, PAD, RESERVED_TOKENS, START, UNK_TOKEN, Vocabulary
 
@@ -163,6 +163,13 @@ class Tokenizer:
             config = json.loads(path.read_text("utf-8"))
         except (OSError, ValueError) as error:
             raise DataError(f"cannot read tokenizer settings {path}: {error}") from error
+        if not isinstance(config, dict):
+            raise DataError(f"{path} is damaged: expected a mapping of settings")
+        expected = set(cls("word").get_config())
+        unknown, missing = sorted(set(config) - expected), sorted(expected - set(config))
+        if unknown or missing:
+            what = f"unknown key {shown(unknown[0])}" if unknown else f"no {missing[0]!r}"
+            raise DataError(f"{path} is damaged ({what}); copy its directory again")
         vocabulary = Vocabulary.load(Path(directory) / f"{name}.vocab.txt")
         return cls(**config, vocabulary=vocabulary)
 

@@ -29,13 +29,16 @@ from pathlib import Path
 from typing import NamedTuple
 
 from attncli.config.search import SearchConfig
-from attncli.errors import AttncliError
+from attncli.errors import AttncliError, shown
 from attncli.files import replace_directory
 
 FORMAT = "attncli-model"
 VERSION = 1
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.weights.h5"
+# Every file of a model directory, in the order `save_model` writes them.
+MODEL_FILES = (CONFIG_FILE, WEIGHTS_FILE, "source.tokenizer.json", "source.vocab.txt",
+               "target.tokenizer.json", "target.vocab.txt")
 
 
 class ModelFileError(AttncliError):
@@ -108,36 +111,89 @@ def load_model(directory):
         ModelFileError: when the directory is not a readable attncli model.
     """
     from attncli.model.encoder_decoder import Seq2Seq
-    from attncli.config.model import ModelConfig
     from attncli.data.tokenization import Tokenizer
 
     directory = Path(directory)
-    config_path = directory / CONFIG_FILE
-    try:
-        config = json.loads(config_path.read_text("utf-8"))
-    except FileNotFoundError:
-        raise ModelFileError(f"{directory} is not an attncli model: no {CONFIG_FILE}") from None
-    except (OSError, ValueError) as error:
-        raise ModelFileError(f"cannot read {config_path}: {error}") from None
-    if not isinstance(config, dict) or config.get("format") != FORMAT:
-        raise ModelFileError(f"{config_path} is not an attncli model configuration")
-    if config.get("version") != VERSION:
-        raise ModelFileError(
-            f"{config_path} has format version {config.get('version')}; "
-            f"this attncli reads version {VERSION}"
-        )
+    config = _read_config(directory / CONFIG_FILE)
     weights_path = directory / WEIGHTS_FILE
     if not weights_path.is_file():
         raise ModelFileError(f"{directory} is incomplete: no {WEIGHTS_FILE}")
-    model = Seq2Seq(ModelConfig(**config["model"]))
-    model.load_weights(str(weights_path))
+    source_tokenizer = Tokenizer.load(directory, "source")
+    target_tokenizer = Tokenizer.load(directory, "target")
+    model_config = config["model"]
+    for side, tokenizer in (("source", source_tokenizer), ("target", target_tokenizer)):
+        size = getattr(model_config, f"{side}_vocab_size")
+        if len(tokenizer.vocabulary) != size:
+            raise ModelFileError(
+                f"{directory / f'{side}.vocab.txt'} has {len(tokenizer.vocabulary)} tokens "
+                f"where the model has {size}; the model directory is damaged or mixed with "
+                "another's: copy it whole from its run"
+            )
+    model = Seq2Seq(model_config)
+    try:
+        model.load_weights(str(weights_path))
+    except Exception as error:  # noqa: BLE001  h5py and Keras fail in many ways.
+        lines = str(error).strip().splitlines()
+        raise ModelFileError(
+            f"cannot read the weights {weights_path} ({lines[0] if lines else type(error).__name__}"
+            "): the file is damaged or belongs to another model; copy the model directory "
+            "again, or train the run again"
+        ) from None
     return LoadedModel(
         model=model,
-        source_tokenizer=Tokenizer.load(directory, "source"),
-        target_tokenizer=Tokenizer.load(directory, "target"),
+        source_tokenizer=source_tokenizer,
+        target_tokenizer=target_tokenizer,
         source_end=config["source_end"],
         metadata=config["metadata"],
     )
+
+
+def saved_metadata(directory):
+    """The metadata a model directory was saved with (its epoch and figures), or {}.
+
+    Reads `config.json` only; {} when there is no readable model.
+    """
+    try:
+        config = json.loads((Path(directory) / CONFIG_FILE).read_text("utf-8"))
+    except (OSError, ValueError):
+        return {}
+    metadata = config.get("metadata") if isinstance(config, dict) else None
+    return metadata if isinstance(metadata, dict) else {}
+
+
+def _read_config(path):
+    """The checked contents of a model's `config.json`, its `model` as a `ModelConfig`."""
+    from attncli.config.model import ModelConfig
+    from attncli.config.schema import from_mapping
+
+    try:
+        config = json.loads(path.read_text("utf-8"))
+    except FileNotFoundError:
+        raise ModelFileError(f"{path.parent} is not an attncli model: no {CONFIG_FILE}") from None
+    except (OSError, ValueError) as error:
+        raise ModelFileError(f"cannot read {path}: {error}") from None
+    if not isinstance(config, dict) or config.get("format") != FORMAT:
+        raise ModelFileError(f"{path} is not an attncli model configuration")
+    if config.get("version") != VERSION:
+        raise ModelFileError(
+            f"{path} has format version {shown(config.get('version'))}; "
+            f"this attncli reads version {VERSION}"
+        )
+    expected = {"format", "version", "model", "source_end", "metadata"}
+    unknown, missing = sorted(set(config) - expected), sorted(expected - set(config))
+    if unknown or missing:
+        what = f"unknown key {shown(unknown[0])}" if unknown else f"no {missing[0]!r}"
+        raise ModelFileError(f"{path} is damaged ({what}); copy the model directory again")
+    if not isinstance(config["source_end"], bool) or not isinstance(config["metadata"], dict):
+        raise ModelFileError(
+            f"{path} is damaged (source_end must be true or false, metadata a mapping); "
+            "copy the model directory again"
+        )
+    try:
+        model = from_mapping(ModelConfig, config["model"], "model")
+    except AttncliError as error:
+        raise ModelFileError(f"{path} is damaged: {error}") from None
+    return {**config, "model": model}
 
 
 def export_saved_model(

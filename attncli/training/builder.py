@@ -20,6 +20,9 @@ from attncli.data.pipeline import PipelineStats, encode_pairs
 from attncli.data.tokenization import Tokenizer
 from attncli.errors import AttncliError
 from attncli.model.encoder_decoder import Seq2Seq
+from attncli.model.footprint import check_fits_in_memory
+from attncli.model.saving import saved_metadata
+from attncli.training.checkpoint_files import checkpoint_paths, repair_index
 from attncli.training.distribution import Workers, make_strategy
 from attncli.training.steps import make_optimizer
 
@@ -126,10 +129,12 @@ def build_training(config, run, progress, data_dir=None, resume=False, strategy=
     workers = Workers(strategy, distributed, is_chief)
     keras.utils.set_random_seed(training.seed)
     splits = read_splits(config.data, data_dir)
-    for corpus in (splits.train, splits.valid, splits.test):
-        report = corpus.report
-        if report is not None and report.bad_lines:
-            progress.message(report.summary())
+    # Splits carved from one file share its report: each file is reported once.
+    reports = {id(corpus.report): corpus.report
+               for corpus in (splits.train, splits.valid, splits.test)
+               if corpus.report is not None and corpus.report.bad_lines}
+    for report in reports.values():
+        progress.message(f"{report.summary()}; skipped")
     source_tokenizer, target_tokenizer = prepare_tokenizers(config, run, splits, resume)
     if distributed:
         workers.check_same_run(
@@ -139,6 +144,7 @@ def build_training(config, run, progress, data_dir=None, resume=False, strategy=
     model_config = config.model_config(
         len(source_tokenizer.vocabulary), len(target_tokenizer.vocabulary)
     )
+    check_fits_in_memory(model_config, training.average_decay is not None)
     with strategy.scope():
         model = Seq2Seq(model_config)
         # Distributed, the train step clips the summed gradient itself.
@@ -150,9 +156,14 @@ def build_training(config, run, progress, data_dir=None, resume=False, strategy=
         # optimizer does not take the values of variables it creates later.
         optimizer.build(model.trainable_variables)
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, **position.variables())
+    if resume:
+        repaired = repair_index(run.checkpoint_dir)  # before the manager reads it
+        if repaired:
+            progress.message(repaired)
     checkpoints = tf.train.CheckpointManager(checkpoint, str(run.checkpoint_dir), max_to_keep=2)
     if resume:
-        restore_checkpoint(checkpoint, checkpoints, workers, run, progress, position)
+        restore_checkpoint(checkpoint, workers, run, progress, position)
+        raise_to_kept_model(position, workers, run, config.data.task)
     data = config.data
     stats = PipelineStats()
     encoded = encode_pairs(
@@ -191,15 +202,17 @@ def prepare_tokenizers(config, run, splits, resume):
     return tuple(tokenizers)
 
 
-def restore_checkpoint(checkpoint, manager, workers, run, progress, position):
+def restore_checkpoint(checkpoint, workers, run, progress, position):
     """Restore the newest checkpoint that can be read, falling back to older ones.
 
-    Workers restore their own copies: the newest that every worker holds, and check
+    The checkpoints are those on disk (`checkpoint_paths`), whatever TensorFlow's
+    index says; a run with a best model but no checkpoint is refused rather than
+    started over. Workers restore their own copies: the newest that every worker holds, and check
     they restored the same one. Every worker takes part in the same agreements whatever
     it finds, so that a worker with nothing to restore stops with the others instead of
     leaving them waiting.
     """
-    candidates = list(reversed(manager.checkpoints))
+    candidates = checkpoint_paths(run.checkpoint_dir)
     newest = max(map(checkpoint_number, candidates), default=0)
     newest = workers.common_checkpoint(newest)
     candidates = [path for path in candidates if checkpoint_number(path) <= newest]
@@ -221,6 +234,12 @@ def restore_checkpoint(checkpoint, manager, workers, run, progress, position):
             "start the run again with --overwrite"
         )
     if restored is None:
+        if workers.agree(run.model_dir.is_dir()):
+            raise AttncliError(
+                f"{run.path} has a best model but no checkpoint to continue from (none in "
+                f"{run.checkpoint_dir}); keep the model as it is, or start the run again "
+                "with --overwrite, which replaces it"
+            )
         progress.message("no checkpoint yet: starting this run from the beginning")
         return
     if problems:
@@ -229,6 +248,22 @@ def restore_checkpoint(checkpoint, manager, workers, run, progress, position):
         f"resuming from {restored}: epoch {int(position.epoch.numpy()) + 1}, "
         f"batch {int(position.batch.numpy())}"
     )
+
+
+def raise_to_kept_model(position, workers, run, task):
+    """Make the best metric at least the kept model's, so that no worse model replaces it.
+
+    A run resumed from an older checkpoint (the newest damaged) restores the best
+    metric of that time, which may be below the model kept since.
+    """
+    name = "wer" if task == "pronunciation" else "bleu"
+    value = saved_metadata(run.model_dir).get(name)
+    kept = -math.inf
+    if not isinstance(value, bool) and isinstance(value, (int, float)):
+        kept = -value if name == "wer" else float(value)
+    kept = workers.agree(kept)  # only the chief holds the model
+    if kept > float(position.best_metric.numpy()):
+        position.best_metric.assign(kept)
 
 
 def checkpoint_number(path):

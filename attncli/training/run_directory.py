@@ -9,10 +9,13 @@
         train.log       what the run printed, with times
         test.json       the kept model's figures on the test split, once training ends
         test.outputs.txt    its output for each distinct test source
+        .writer.lock    held by the one process that trains the run (see run_lock)
 
 No TensorFlow here: opening a run to report an error must be instant.
 """
 
+import contextlib
+import errno
 import json
 import os
 import shutil
@@ -22,6 +25,8 @@ from pathlib import Path
 from attncli import __version__
 from attncli.errors import AttncliError
 from attncli.files import write_json_atomically
+from attncli.training.leftovers import clear_leftovers
+from attncli.training.run_lock import LOCK_FILE, lock_run, unlock_run
 
 RUN_FORMAT = 1
 MARKER = "run.json"
@@ -36,6 +41,10 @@ class RunDirectory:
 
     def __init__(self, path):
         self.path = Path(path)
+        # The topmost folder `create` made for the run, or None.
+        self.created = None
+        # What `lock` restored or removed, for the user to read.
+        self.notes = []
 
     @property
     def marker_path(self):
@@ -63,34 +72,83 @@ class RunDirectory:
 
     @classmethod
     def create(cls, path, overwrite=False):
-        """Start a new run at `path`.
+        """Start a new run at `path`, as its one writer (see `lock`).
 
         An existing run is never overwritten silently: the user must choose
-        `--resume` (continue it) or `--overwrite` (start again).
+        `--resume` (continue it) or `--overwrite` (start again). The folders that
+        did not exist are created; `discard` removes them again if the run fails
+        before it has learnt anything.
         """
         run = cls(path)
-        if run.marker_path.exists() and not overwrite and run.has_progress():
-            raise AttncliError(
-                f"{run.path} already holds a run; continue it with --resume, "
-                "or start again with --overwrite"
-            )
         if run.path.exists() and not run.path.is_dir():
             raise AttncliError(f"{run.path} is a file, not a run directory; choose another --run-dir")
-        if run.path.is_dir() and not run.marker_path.exists() and any(run.path.iterdir()):
+        if run.path.is_dir() and not run.marker_path.exists() and any(
+            child.name != LOCK_FILE for child in run.path.iterdir()
+        ):
             raise AttncliError(
                 f"{run.path} is a folder that holds other files, not an attncli run; "
                 "choose an empty or new --run-dir"
             )
-        run.path.mkdir(parents=True, exist_ok=True)
-        if overwrite or not run.has_progress():
-            for stale in (run.metrics_path, run.log_path):
-                stale.unlink(missing_ok=True)
-            shutil.rmtree(run.checkpoint_dir, ignore_errors=True)
-            shutil.rmtree(run.model_dir, ignore_errors=True)
-        write_json_atomically(
-            run.marker_path, {"format": RUN_FORMAT, "attncli": __version__}
-        )
+        run.created = _make_directories(run.path)
+        taken = run.lock()
+        try:
+            if run.marker_path.exists() and not overwrite and run.has_progress():
+                raise AttncliError(
+                    f"{run.path} already holds a run; continue it with --resume, "
+                    "or start again with --overwrite"
+                )
+            if overwrite or not run.has_progress():
+                for stale in (run.metrics_path, run.log_path):
+                    stale.unlink(missing_ok=True)
+                shutil.rmtree(run.checkpoint_dir, ignore_errors=True)
+                shutil.rmtree(run.model_dir, ignore_errors=True)
+            write_json_atomically(
+                run.marker_path, {"format": RUN_FORMAT, "attncli": __version__}
+            )
+        except BaseException:
+            if taken:
+                run.discard()
+            raise
         return run
+
+    def lock(self):
+        """Become the one process that writes this run, until this process ends.
+
+        Once locked, what a writer killed mid-write left is cleared (an interrupted
+        model save is completed first, see `attncli.training.leftovers`); `notes`
+        then says what was done.
+
+        Returns:
+            True if the lock was taken now, False if this process already held it.
+
+        Raises:
+            AttncliError: when another process writes the run (naming it), or the
+                folder is not writable.
+        """
+        taken = lock_run(self.path)
+        if taken:
+            try:
+                self.notes = clear_leftovers(self)
+            except OSError as error:
+                unlock_run(self.path)
+                raise AttncliError(
+                    f"cannot clear what an interrupted write left in {self.path} "
+                    f"({error.strerror}: {error.filename}); remove it by hand"
+                ) from None
+        return taken
+
+    def discard(self):
+        """Give up the run; delete the folders `create` made if it holds no progress."""
+        try:
+            if self.created is not None and not self.has_progress():
+                shutil.rmtree(self.path, ignore_errors=True)
+                for folder in (self.path, *self.path.parents):
+                    if folder == self.created.parent:
+                        break
+                    with contextlib.suppress(OSError):
+                        folder.rmdir()  # only when empty: another run may live there
+        finally:
+            unlock_run(self.path)
 
     @classmethod
     def open(cls, path):
@@ -148,3 +206,22 @@ class RunDirectory:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
         with open(self.log_path, "a", encoding="utf-8") as stream:
             stream.write(f"{stamp} {message}\n")
+
+
+def _make_directories(path):
+    """Create `path` and its missing parents; the topmost one created, or None.
+
+    Raises:
+        AttncliError: when a part of the path is a file or the folder is not writable.
+    """
+    missing = [folder for folder in (path, *path.parents) if not folder.exists()]
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        reason = "a part of it is a file" if error.errno in (errno.ENOTDIR, errno.EEXIST) else (
+            error.strerror
+        )
+        raise AttncliError(
+            f"cannot create the run directory {path} ({reason}); choose another --run-dir"
+        ) from None
+    return missing[-1] if missing else None

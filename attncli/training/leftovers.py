@@ -1,0 +1,68 @@
+"""What a writer killed mid-write leaves in a run directory, and how it is cleared.
+
+Every file of a run is written beside its destination and then moved onto it, so a
+process killed at any moment leaves the run readable, plus the unfinished copy:
+
+    checkpoints/ckpt-N_temp/       TensorFlow's checkpoint being written
+    checkpoints/checkpoint.tmp...  TensorFlow's index being rewritten
+    .model.XXXXXXXX/               the best model being written (attncli.model.saving)
+    .model.old.XXXXXXXX/           the previous best model, moved aside to be deleted
+    .NAME.tmp                      a file of the run being replaced (attncli.files)
+
+A model save killed between its two moves leaves no `model/` at all: the new model is
+complete in `.model.XXXXXXXX` and the old one in `.model.old.XXXXXXXX`. `clear_leftovers`
+puts the newest complete one back as `model/` before deleting anything, so the best
+model is never lost. It runs under the run's lock (see `run_lock`): no other process
+is writing these files.
+"""
+
+import os
+import shutil
+
+from attncli.model.saving import MODEL_FILES
+
+
+def clear_leftovers(run):
+    """Restore an interrupted model save and delete the unfinished copies of `run`.
+
+    Args:
+        run: a `RunDirectory` whose lock this process holds.
+
+    Returns:
+        The lines to tell the user: what was restored, then what was removed.
+    """
+    notes = []
+    model_copies = sorted(
+        (path for path in run.path.glob(f".{run.model_dir.name}.*") if path.is_dir()),
+        key=lambda path: (not path.name.startswith(f".{run.model_dir.name}.old."),
+                          path.stat().st_mtime),
+    )
+    if not run.model_dir.exists():
+        complete = [path for path in model_copies if _is_complete_model(path)]
+        if complete:
+            newest = complete[-1]  # a new model ready to be moved in, else the old one
+            os.replace(newest, run.model_dir)
+            model_copies.remove(newest)
+            notes.append(
+                f"restored the best model from {newest.name} (its save was interrupted)"
+            )
+    removed = list(model_copies)
+    if run.checkpoint_dir.is_dir():
+        removed += sorted(run.checkpoint_dir.glob("ckpt-*_temp*"))
+        removed += sorted(run.checkpoint_dir.glob("checkpoint.tmp*"))
+    removed += sorted(path for path in run.path.glob(".*.tmp") if path.is_file())
+    for path in removed:
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    if removed:
+        notes.append(
+            "removed what an interrupted write left: "
+            + ", ".join(str(path.relative_to(run.path)) for path in removed)
+        )
+    return notes
+
+
+def _is_complete_model(path):
+    return all((path / name).is_file() for name in MODEL_FILES)

@@ -1,0 +1,77 @@
+"""Running attncli as a user does, for the end-to-end tests: `python -m attncli` subprocesses.
+
+`trained` (import it into a test module) trains one tiny run per module
+(`configs/tiny-test.yaml`, one epoch); `run` gives each test its own copy of it.
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = REPO / "configs" / "tiny-test.yaml"
+# Wide enough that Rich never wraps a progress line (a path) on stderr.
+ENV = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3", "COLUMNS": "500"}
+
+
+def attncli(*args, cwd, stdin=None, timeout=300):
+    """`python -m attncli ARGS` in `cwd`, whatever its exit code."""
+    return subprocess.run(
+        [sys.executable, "-m", "attncli", *map(str, args)],
+        cwd=cwd, input=stdin, capture_output=True, text=True, timeout=timeout, env=ENV,
+    )
+
+
+def succeeds(result):
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+def start(*args, cwd):
+    """`python -m attncli ARGS` started in the background."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "attncli", *map(str, args)], cwd=cwd, env=ENV,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def wait_for(condition, process=None, seconds=240):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        if process is not None and process.poll() is not None:
+            raise AssertionError(f"the process ended first:\n{process.communicate()[1]}")
+        time.sleep(0.2)
+    raise AssertionError("timed out")
+
+
+def stop(process):
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    try:
+        return process.communicate(timeout=120)
+    finally:
+        process.kill()
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """One tiny run, one epoch, trained to the end."""
+    work = tmp_path_factory.mktemp("trained")
+    succeeds(attncli("train", TINY, "--run-dir", "run", "--set", "training.epochs=1", cwd=work))
+    return work / "run"
+
+
+@pytest.fixture
+def run(trained, tmp_path):
+    """A copy of the trained run, for a test to change."""
+    copy = tmp_path / "run"
+    shutil.copytree(trained, copy)
+    return copy
