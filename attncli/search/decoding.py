@@ -29,142 +29,21 @@ non-padding tokens), so a sentence gets the same result alone and inside a batch
 """
 
 import math
-from typing import NamedTuple
 
 import tensorflow as tf
 
-from attncli.config.search import SearchConfig
 from attncli.data.vocabulary import END, PAD, START
 from attncli.search.growing_state import make_room
-
-
-class Hypotheses(NamedTuple):
-    """The n best hypotheses of each sentence, best first.
-
-    Attributes:
-        token_ids: int32 `(batch_size, n, T)`: the emitted tokens, end-of-sentence
-            included when it was emitted, then padding (0). `T` is the number of decoding
-            steps the batch took.
-        lengths: int32 `(batch_size, n)`: the number of emitted tokens, end-of-sentence
-            included. A hypothesis without end-of-sentence stopped at its maximum length.
-        scores: float32 `(batch_size, n)`: `log P(Y | X) / lp(Y)`, sorted in decreasing
-            order. `-inf` marks an empty slot (a beam larger than the hypotheses that
-            exist).
-        log_probs: float32 `(batch_size, n)`: `log P(Y | X)`.
-        weights: float32 `(batch_size, n, T, Ts)`: the attention weights over the source
-            when each token was emitted; zero after the hypothesis ended. None when the
-            search was asked not to collect them (`attention_weights=False`).
-    """
-
-    token_ids: tf.Tensor
-    lengths: tf.Tensor
-    scores: tf.Tensor
-    log_probs: tf.Tensor
-    weights: tf.Tensor
-
-
-def length_penalty(lengths, alpha):
-    """`lp(Y) = ((5 + |Y|) / 6) ** alpha` (Wu et al. 2016, eq. 14), float32."""
-    return tf.pow((5.0 + tf.cast(lengths, tf.float32)) / 6.0, alpha)
-
-
-def max_target_lengths(source_ids, max_length_ratio, max_length_offset):
-    """`ceil(max_length_ratio * source_length) + max_length_offset` per sentence, int32.
-
-    `source_length` counts the non-padding ids of each row of `source_ids`.
-    """
-    source_lengths = tf.reduce_sum(tf.cast(source_ids != PAD, tf.float32), axis=1)
-    scaled = tf.math.ceil(max_length_ratio * source_lengths)
-    return tf.cast(scaled, tf.int32) + max_length_offset
-
-
-def _emittable(logits):
-    """`logits` in float32 with padding and start-of-sentence set to -inf."""
-    logits = tf.cast(logits, tf.float32)
-    token_ids = tf.range(tf.shape(logits)[-1])
-    never_emitted = (token_ids == PAD) | (token_ids == START)
-    return tf.where(never_emitted, tf.constant(-math.inf), logits)
-
-
-def next_token_log_probs(logits):
-    """Log-softmax of `logits` `(..., V)` in float32, padding and start-of-sentence excluded."""
-    return tf.nn.log_softmax(_emittable(logits), axis=-1)
-
-
-def top_next_tokens(logits, k):
-    """The `k` most probable next tokens of each row, best first (ties: lower id first).
-
-    `log p(y) = logit(y) - logsumexp(logits)` over the tokens that can be emitted, so
-    only the `k` chosen entries are normalised; the full `(rows, V)` log-softmax is
-    never formed.
-
-    Args:
-        logits: `(rows, V)`.
-        k: int or int32 scalar tensor, at most `V`.
-
-    Returns:
-        log_probs: float32 `(rows, k)`, and ids: int32 `(rows, k)`.
-    """
-    logits = _emittable(logits)
-    values, ids = tf.math.top_k(logits, k)
-    return values - tf.reduce_logsumexp(logits, axis=-1, keepdims=True), ids
-
-
-def _validate(max_length_ratio, max_length_offset, beam_size=1, n_best=1, alpha=0.0):
-    """Raises ValueError naming the first bad setting (the checks of `SearchConfig`)."""
-    SearchConfig(beam_size, alpha, n_best, max_length_ratio, max_length_offset)
-
-
-def _same_structure(template, tensors):
-    """`tensors` packed like `template` (a decoder may return a list for a tuple)."""
-    return tf.nest.pack_sequence_as(template, tf.nest.flatten(tensors))
-
-
-def _decode_unfinished(model, token_ids, state, memory, finished, k):
-    """One decoder step, computed for the unfinished rows only, and its `k` best tokens.
-
-    A finished hypothesis is frozen, so its logits would never be read: the rows still
-    decoding are gathered, the decoder runs on them alone, and the results are
-    scattered back. Late in a search most rows have finished, and this is what makes
-    a batch cost about as much as the tokens it emits.
-
-    Args:
-        token_ids: int32 `(rows,)`.
-        state: the decoder state, a tuple of `(rows, ...)` tensors.
-        memory: the dict from `encode`, `(rows, ...)` tensors.
-        finished: bool `(rows,)`, with at least one False.
-        k: int, how many tokens to return per row (`min(k, V)` are).
-
-    Returns:
-        log_probs: float32 `(rows, k)` and ids: int32 `(rows, k)`, `top_next_tokens`
-            of the logits; 0 on finished rows.
-        state: the new state of unfinished rows, the old one of finished rows.
-        weights: float32 `(rows, Ts)`, the step's attention weights; 0 on finished rows.
-    """
-    unfinished = tf.where(~finished)  # (alive, 1), int64
-
-    def take(tensor):
-        return tf.gather_nd(tensor, unfinished)
-
-    logits, new_state, weights = model.decode_step(
-        take(token_ids),
-        tf.nest.map_structure(take, state),
-        tf.nest.map_structure(take, memory),
-        training=False,
-    )
-    rows = tf.shape(finished, out_type=tf.int64)[0]
-
-    def scatter(values):
-        shape = tf.concat([[rows], tf.shape(values, out_type=tf.int64)[1:]], axis=0)
-        return tf.scatter_nd(unfinished, values, shape)
-
-    new_state = tf.nest.map_structure(
-        lambda old, new: tf.tensor_scatter_nd_update(old, unfinished, tf.cast(new, old.dtype)),
-        state,
-        _same_structure(state, new_state),
-    )
-    log_probs, ids = top_next_tokens(logits, tf.minimum(k, tf.shape(logits)[-1]))
-    return scatter(log_probs), scatter(ids), new_state, scatter(tf.cast(weights, tf.float32))
+from attncli.search.search_steps import (  # noqa: F401 (re-exported)
+    Hypotheses,
+    check_settings,
+    decode_unfinished,
+    length_penalty,
+    max_target_lengths,
+    next_token_log_probs,
+    top_next_tokens,
+    weight_steps,
+)
 
 
 def greedy_search(
@@ -193,7 +72,7 @@ def greedy_search(
     Returns:
         `Hypotheses` with `n = 1`.
     """
-    _validate(max_length_ratio, max_length_offset, alpha=alpha)
+    check_settings(max_length_ratio, max_length_offset, alpha=alpha)
     source_ids = tf.convert_to_tensor(source_ids, tf.int32)
     batch_size = tf.shape(source_ids)[0]
     max_lengths = max_target_lengths(source_ids, max_length_ratio, max_length_offset)
@@ -201,7 +80,7 @@ def greedy_search(
     initial_state = make_room(model, initial_state, tf.reduce_max(max_lengths))
 
     def step(t, token_ids, state, finished, lengths, log_probs, tokens, weights):
-        best_log_probs, best, state, step_weights = _decode_unfinished(
+        best_log_probs, best, state, step_weights = decode_unfinished(
             model, token_ids, state, memory, finished, 1
         )  # (batch, 1), (batch, 1), ..., (batch, Ts)
         alive = ~finished
@@ -234,7 +113,7 @@ def greedy_search(
             tf.zeros([batch_size], tf.int32),
             tf.zeros([batch_size], tf.float32),
             tf.TensorArray(tf.int32, size=0, dynamic_size=True, element_shape=[None]),
-            _weight_steps([None, None], attention_weights),
+            weight_steps([None, None], attention_weights),
         ),
         maximum_iterations=tf.reduce_max(max_lengths),
     )
@@ -248,13 +127,6 @@ def greedy_search(
         log_probs=log_probs[:, None],
         weights=weights if attention_weights else None,
     )
-
-
-def _weight_steps(element_shape, attention_weights):
-    """The loop variable that collects each step's weights: a TensorArray, or `()` (none)."""
-    if not attention_weights:
-        return ()
-    return tf.TensorArray(tf.float32, size=0, dynamic_size=True, element_shape=element_shape)
 
 
 def beam_search(
@@ -304,7 +176,7 @@ def beam_search(
         `Hypotheses` with `n = n_best`, best first.
     """
     n_best = beam_size if n_best is None else n_best
-    _validate(max_length_ratio, max_length_offset, beam_size, n_best, alpha)
+    check_settings(max_length_ratio, max_length_offset, beam_size, n_best, alpha)
     source_ids = tf.convert_to_tensor(source_ids, tf.int32)
     batch_size = tf.shape(source_ids)[0]
     max_lengths = max_target_lengths(source_ids, max_length_ratio, max_length_offset)
@@ -340,7 +212,7 @@ def beam_search(
     def step(t, token_ids, state, finished, lengths, log_probs, tokens, parents, weights):
         # The beam_size best continuations of a sentence are among the beam_size best
         # tokens of each of its hypotheses (log P and lp are the same along a row).
-        top_log_probs, top_ids, new_state, step_weights = _decode_unfinished(
+        top_log_probs, top_ids, new_state, step_weights = decode_unfinished(
             model, token_ids, state, memory, tf.reshape(finished, [-1]), beam_size
         )
         k = tf.shape(top_ids)[-1]  # beam_size, or V if smaller
@@ -407,7 +279,7 @@ def beam_search(
         initial_log_probs,
         step_array(tf.int32, [None, beam_size]),
         step_array(tf.int32, [None, beam_size]),
-        _weight_steps([None, beam_size, None], attention_weights),
+        weight_steps([None, beam_size, None], attention_weights),
     )
     _, _, _, _, lengths, log_probs, tokens, parents, weights = tf.while_loop(
         not_done, step, loop_vars, maximum_iterations=tf.reduce_max(max_lengths)
@@ -483,7 +355,7 @@ def compile_search(
     trace (4.9 s of CPU of a one-sentence `attncli translate`, 0.85 s without).
     """
     n_best = beam_size if n_best is None else n_best
-    _validate(max_length_ratio, max_length_offset, beam_size, n_best, alpha)
+    check_settings(max_length_ratio, max_length_offset, beam_size, n_best, alpha)
     if beam_size == 1:
 
         def run(source_ids):
