@@ -61,7 +61,8 @@ def replace_directory(destination):
     """Context manager: a new directory beside `destination`, put in its place on success.
 
     Yields the new directory's path. On leaving without an error, every file in it is
-    synced, an existing `destination` is moved aside, the new directory takes its name
+    synced, it is renamed `.NAME.ready.*` (whole from then on), an existing `destination`
+    is moved aside, the new directory takes its name
     with `os.replace`, and the old one is deleted; on an error the new directory is
     removed and `destination` is untouched.
     """
@@ -78,11 +79,17 @@ def replace_directory(destination):
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    # Renamed once whole, so that what a killed writer left tells a complete new
+    # directory (`.NAME.ready.*`) from a half-written one (`.NAME.*`).
+    ready = staging.with_name(staging.name.replace(f".{destination.name}.",
+                                                  f".{destination.name}.ready.", 1))
+    os.replace(staging, ready)
+    _sync(destination.parent)
     retired = None
     if destination.exists():
         retired = tempfile.mkdtemp(prefix=f".{destination.name}.old.", dir=destination.parent)
         os.replace(destination, retired)
-    os.replace(staging, destination)
+    os.replace(ready, destination)
     _sync(destination.parent)
     if retired is not None:
         shutil.rmtree(retired)

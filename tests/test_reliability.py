@@ -340,13 +340,25 @@ def test_leftovers_of_killed_writes_are_removed_and_named(run, tmp_path):
 def test_a_model_save_killed_between_its_moves_is_completed_first(run, tmp_path):
     # Killed after the old model was moved aside, before the new one was moved in.
     os.replace(run / "model", run / ".model.old.k2j3h4g5")
-    shutil.copytree(run / ".model.old.k2j3h4g5", run / ".model.a1b2c3d4")
-    (run / ".model.a1b2c3d4" / "marker").write_text("the new one")
+    shutil.copytree(run / ".model.old.k2j3h4g5", run / ".model.ready.a1b2c3d4")
+    (run / ".model.ready.a1b2c3d4" / "marker").write_text("the new one")
     # A new run must not take the place of this one: its best model is restored first.
     message = one_line_error(attncli("train", TINY, "--run-dir", run, cwd=tmp_path))
     assert "already holds a run" in message
     assert (run / "model" / "marker").read_text() == "the new one"
     assert not (run / ".model.old.k2j3h4g5").exists()
+
+
+def test_a_first_save_killed_with_every_file_present_is_not_put_back(run, tmp_path):
+    # The first save of a run, killed while writing its last file: every name is there.
+    shutil.copytree(run / "model", run / ".model.b2c3d4e5")
+    shutil.rmtree(run / "model")
+    weights = run / ".model.b2c3d4e5" / "model.weights.h5"
+    weights.write_bytes(weights.read_bytes()[:100])
+    message = one_line_error(attncli("train", TINY, "--run-dir", run, cwd=tmp_path))
+    assert "already holds a run" in message
+    assert not (run / "model").exists()
+    assert not (run / ".model.b2c3d4e5").exists()
 
 
 def test_only_the_old_model_of_a_killed_save_is_put_back(run, tmp_path):

@@ -38,7 +38,7 @@ def repair_index(directory):
     """Make TensorFlow's index of `directory` name the checkpoints that are there.
 
     An index that cannot be read, or names a checkpoint without its index file, is
-    renamed `checkpoint.damaged` and written again from `checkpoint_paths`, the
+    renamed `checkpoint.damaged` (`.damaged.2`, ... after earlier repairs) and written again from `checkpoint_paths`, the
     newest as the latest.
 
     Returns:
@@ -55,15 +55,20 @@ def repair_index(directory):
         problem = _index_problem(tf, directory)
     if problem is None:
         return None
+    kept = ""
     if os.path.exists(index):
-        os.replace(index, index + ".damaged")
+        damaged, number = index + ".damaged", 1
+        while os.path.exists(damaged):  # an earlier repair's evidence stays too
+            number += 1
+            damaged = f"{index}.damaged.{number}"
+        os.replace(index, damaged)
+        kept = f" (kept as {os.path.basename(damaged)})"
     names = [os.path.basename(path) for path in found]
     if names:
         # TensorFlow's CheckpointState text proto, paths relative to the directory.
         write_text_atomically(index, f'model_checkpoint_path: "{names[0]}"\n' + "".join(
             f'all_model_checkpoint_paths: "{name}"\n' for name in names[::-1]
         ))
-    kept = " (kept as checkpoint.damaged)" if os.path.exists(index + ".damaged") else ""
     return (
         f"the checkpoint index {index} {problem}{kept}; rebuilt it from the checkpoints "
         f"found: {', '.join(names) if names else 'none'}"

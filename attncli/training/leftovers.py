@@ -5,14 +5,16 @@ process killed at any moment leaves the run readable, plus the unfinished copy:
 
     checkpoints/ckpt-N_temp/       TensorFlow's checkpoint being written
     checkpoints/checkpoint.tmp...  TensorFlow's index being rewritten
-    .model.XXXXXXXX/               the best model being written (attncli.model.saving)
+    .model.XXXXXXXX/               the best model being written (attncli.files)
+    .model.ready.XXXXXXXX/         the new best model, written whole, to be moved in
     .model.old.XXXXXXXX/           the previous best model, moved aside to be deleted
     .NAME.tmp                      a file of the run being replaced (attncli.files)
 
 A model save killed between its two moves leaves no `model/` at all: the new model is
-complete in `.model.XXXXXXXX` and the old one in `.model.old.XXXXXXXX`. `clear_leftovers`
-puts the newest complete one back as `model/` before deleting anything, so the best
-model is never lost. It runs under the run's lock (see `run_lock`): no other process
+complete in `.model.ready.XXXXXXXX` and the old one in `.model.old.XXXXXXXX`.
+`clear_leftovers` puts the new one back as `model/` (else the old one) before deleting
+anything, so the best model is never lost; a `.model.XXXXXXXX` is never put back, even
+with every file present, since it may have been killed halfway through a file. It runs under the run's lock (see `run_lock`): no other process
 is writing these files.
 """
 
@@ -34,11 +36,11 @@ def clear_leftovers(run):
     notes = []
     model_copies = sorted(
         (path for path in run.path.glob(f".{run.model_dir.name}.*") if path.is_dir()),
-        key=lambda path: (not path.name.startswith(f".{run.model_dir.name}.old."),
-                          path.stat().st_mtime),
+        key=lambda path: (_rank(run, path), path.stat().st_mtime),
     )
     if not run.model_dir.exists():
-        complete = [path for path in model_copies if _is_complete_model(path)]
+        complete = [path for path in model_copies
+                    if _rank(run, path) and _is_complete_model(path)]
         if complete:
             newest = complete[-1]  # a new model ready to be moved in, else the old one
             os.replace(newest, run.model_dir)
@@ -62,6 +64,13 @@ def clear_leftovers(run):
             + ", ".join(str(path.relative_to(run.path)) for path in removed)
         )
     return notes
+
+
+def _rank(run, path):
+    """2 for a new model written whole, 1 for the previous one, 0 for a partial copy."""
+    name = run.model_dir.name
+    return (2 if path.name.startswith(f".{name}.ready.")
+            else 1 if path.name.startswith(f".{name}.old.") else 0)
 
 
 def _is_complete_model(path):
