@@ -232,6 +232,24 @@ def test_beam_of_one_equals_greedy_exactly():
     np.testing.assert_allclose(greedy.scores, beam.scores, rtol=1e-6)
 
 
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_a_search_without_weights_finds_the_same_hypotheses(beam_size):
+    double = HistoryDecoder(seed=8)
+    settings = dict(beam_size=beam_size, max_length_ratio=1.0, max_length_offset=2)
+    plain = decoding.compile_search(double, attention_weights=False, **settings)(
+        tf.constant(SOURCES)
+    )
+    assert plain.weights is None
+    for b, source in enumerate(SOURCES):
+        for i in range(beam_size):
+            tokens = hypothesis(plain, b, i)
+            log_probs, _ = double.numpy_steps(source, tokens)
+            np.testing.assert_allclose(plain.log_probs[b, i], log_probs.sum(), rtol=1e-5)
+    with_weights = decoding.compile_search(double, **settings)(tf.constant(SOURCES))
+    np.testing.assert_array_equal(plain.token_ids, with_weights.token_ids)
+    np.testing.assert_array_equal(plain.scores, with_weights.scores)
+
+
 def test_greedy_matches_a_numpy_argmax_loop():
     double = HistoryDecoder(seed=5)
     result = decoding.greedy_search(

@@ -37,6 +37,7 @@ from layers import (
     BahdanauAttention,
     DotProductAttention,
     LuongAttention,
+    MultiHeadAttention,
     PositionalEmbedding,
     ScaledDotSelfAttention,
 )
@@ -275,6 +276,19 @@ class LayerSpec:
         return not isinstance(self.inputs, TokenInputs)
 
 
+class MultiHeadInputs(CrossAttentionInputs):
+    """`CrossAttentionInputs` for a layer whose weights carry a heads axis:
+    `(batch_size, num_heads, Tq, Tv)`."""
+
+    def __init__(self, num_heads=2, **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+
+    def allowed(self, arrays):
+        per_query = super().allowed(arrays)[:, None]
+        return np.broadcast_to(per_query, (BATCH, self.num_heads, *per_query.shape[2:]))
+
+
 def luong_specs():
     for score in ("dot", "general", "concat"):
         for alignment in ("global", "local-m", "local-p"):
@@ -301,6 +315,11 @@ SPECS = [
     LayerSpec("scaled-dot-self-attention-causal-unscaled", ScaledDotSelfAttention,
               {"key_dim": 4, "use_scale": False}, SelfAttentionInputs(),
               call_kwargs={"use_causal_mask": True}),
+    *(LayerSpec(f"multi-head-{score}", MultiHeadAttention,
+                {"num_heads": 2, "key_dim": 4, "score": score,
+                 **({"units": 5} if score in ("concat", "additive") else {})},
+                MultiHeadInputs())
+      for score in ("scaled_dot", "dot", "general", "concat", "additive")),
     LayerSpec("positional-embedding", PositionalEmbedding,
               {"vocab_size": VOCAB, "output_dim": 6, "mask_zero": True}, TokenInputs(),
               has_dropout=False),
@@ -392,6 +411,8 @@ def test_masked_positions_get_exactly_zero_weight(spec):
     np.testing.assert_array_equal(weights[~allowed], 0.0)
     assert np.all(weights.sum(-1) <= 1.0 + 1e-6)
     no_valid_key = ~allowed.any(-1)
+    while no_valid_key.ndim > output.ndim - 1:  # a heads axis: no key for any head
+        no_valid_key = no_valid_key.all(1)
     assert no_valid_key.any()
     np.testing.assert_array_equal(output[no_valid_key], 0.0)
     output_mask = spec.inputs.output_mask(arrays)

@@ -446,6 +446,6 @@ def test_keras_file_reloads_in_a_fresh_process(tmp_path):
     inputs = [np.array([[4, 9, 12, 3], [7, 3, 0, 0]], "int32"),
               np.array([[5, 6, 7, 8, 2], [9, 0, 0, 0, 0]], "int32")]
     expected = numpy_of(model(inputs, training=False))
-    (reloaded,) = outputs_in_fresh_process(model, inputs, tmp_path)
+    ((reloaded,),) = outputs_in_fresh_process({"model": (model, inputs)}, tmp_path).values()
     np.testing.assert_array_equal(reloaded, expected)
     np.testing.assert_array_equal(reloaded[inputs[0] == 0], 0.0)

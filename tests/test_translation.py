@@ -52,6 +52,26 @@ def test_results_do_not_depend_on_batching_or_order(parts):
             np.testing.assert_allclose(a.weights, b.weights, rtol=1e-5, atol=1e-6)
 
 
+def test_a_translator_without_weights_gives_the_same_translations(parts):
+    texts = SENTENCES + ["", "Me gusta mucho leer libros en la biblioteca."]
+    plain = Translator(*parts, SEARCH, attention_weights=False).translate(texts)
+    full = Translator(*parts, SEARCH).translate(texts)
+    for a, b in zip(plain, full):
+        assert (a.source, a.source_tokens) == (b.source, b.source_tokens)
+        for hypothesis, reference in zip(a.hypotheses, b.hypotheses):
+            assert hypothesis.weights is None
+            assert hypothesis._replace(weights=None) == reference._replace(weights=None)
+
+
+def test_the_graph_is_traced_once_for_batches_of_every_shape(parts):
+    translator = Translator(*parts, SEARCH, attention_weights=False)
+    translator.translate(SENTENCES, batch_size=3)
+    translator.translate(["Hola.", "", "Me gusta mucho leer libros en la biblioteca."] * 3,
+                         batch_size=2)
+    assert translator.translate_graph.experimental_get_tracing_count() == 1
+    assert translator.search.experimental_get_tracing_count() == 1
+
+
 def test_a_bad_batch_size_is_rejected_with_its_value(parts):
     with pytest.raises(ValueError, match="batch_size=0"):
         Translator(*parts).translate(SENTENCES, batch_size=0)

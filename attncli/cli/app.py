@@ -271,11 +271,12 @@ def translate(
     _load_tensorflow(ctx)
     from attncli.cli.translate_command import translate as run_translation
 
-    run_translation(
+    code = run_translation(
         run_path=run, texts=texts or [], input_file=input_file, beam=beam, alpha=alpha,
         n_best=n_best, output_format=output_format, reference=reference,
         batch_size=batch_size, console=_stderr_console(),
     )
+    raise typer.Exit(code=code)
 
 
 @app.command("inspect-weights")

@@ -5,6 +5,13 @@ gets exactly one line per input line (an empty line for an empty one), so the ou
 pastes beside the input; progress and the corpus metric of `--reference` go to
 stderr.
 
+A file and stdin are read as they arrive (`attncli.cli.line_stream`) and translated
+a batch at a time, each batch's lines written and flushed as soon as it is done:
+at a terminal every line is answered when it is typed, a pipe that sends lines
+slowly gets each answered within `WAIT` seconds, a file or a fast pipe is translated
+in buffers of `BUFFERED_BATCHES` batches (sorted by length inside a buffer, they pad
+less). Ctrl-C stops with exit code 130 and keeps what was written.
+
 Formats:
     text   the translation; with `--n-best N` the N translations joined by " ||| "
     tsv    line number, rank, score and translation: one row per hypothesis
@@ -12,15 +19,22 @@ Formats:
            hypothesis with its tokens, score and attention weights
 """
 
+import io
 import json
 import os
+import stat
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
+from attncli.cli.line_stream import LineReader, decode_utf8, list_batches
 from attncli.errors import AttncliError
 from attncli.training.run_directory import RunDirectory
 
 FORMATS = ("text", "tsv", "json")
+BUFFERED_BATCHES = 4
+WAIT = 0.05  # seconds a batch from a file or pipe waits for more lines after its first
+INTERRUPTED = 130
 
 
 def model_directory(run_path):
@@ -46,40 +60,66 @@ def split_lines(text):
     return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
-def _decode(data, where):
-    """UTF-8 text of `data`, without the byte order mark some editors put first."""
+class Input:
+    """Where the sentences come from, and how they are batched.
+
+    Attributes:
+        lines: the lines of the arguments, or a `LineReader` of a file or stdin.
+        count: the number of lines when known before translating (arguments, a regular
+            file), else None.
+        interactive: stdin is a terminal: each line is answered as soon as it is read.
+    """
+
+    def __init__(self, lines, count, interactive=False):
+        self.lines, self.count, self.interactive = lines, count, interactive
+
+    def batches(self, size):
+        """Lists of at most `size` lines, in order, as they arrive."""
+        if isinstance(self.lines, list):
+            return list_batches(self.lines, size)
+        return self.lines.batches(size, 0.0 if self.interactive else WAIT)
+
+
+def _check_regular_file(path):
+    """The number of lines of a regular file, read once to report a bad one before
+    loading the model: empty, unreadable or not UTF-8."""
     try:
-        return data.decode("utf-8").removeprefix("\ufeff")
-    except UnicodeDecodeError as error:
-        raise AttncliError(
-            f"{where}: not UTF-8 text (byte {error.start}); convert it to UTF-8"
-        ) from None
+        data = path.read_bytes()
+    except OSError as error:
+        raise AttncliError(f"--input {path}: cannot read it ({error.strerror})") from None
+    if not data:
+        raise AttncliError(f"--input {path} is empty: give one sentence per line")
+    return len(split_lines(decode_utf8(data, f"--input {path}")))
 
 
-def read_sentences(texts, input_file, stdin=None):
-    """The input lines: arguments, else the file, else stdin."""
+def open_input(texts, input_file, stdin=None):
+    """The input lines: arguments, else the file, else stdin; files and stdin are read as
+    they arrive (a file is checked first when it is a regular file, not a pipe)."""
     if texts and input_file is not None:
         raise AttncliError("give sentences as arguments or with --input, not both")
     if texts:
-        return [" ".join(text.split("\n")) for text in texts]
+        lines = [" ".join(text.split("\n")) for text in texts]
+        return Input(lines, len(lines))
     if input_file is not None:
         path = Path(input_file)
         try:
-            data = path.read_bytes()
+            is_regular = stat.S_ISREG(path.stat().st_mode)
         except FileNotFoundError:
             raise AttncliError(f"--input {path}: no such file") from None
         except OSError as error:
             raise AttncliError(f"--input {path}: cannot read it ({error.strerror})") from None
-        if not data:
-            raise AttncliError(f"--input {path} is empty: give one sentence per line")
-        return split_lines(_decode(data, f"--input {path}"))
+        count = _check_regular_file(path) if is_regular else None
+        try:
+            stream = path.open("rb")
+        except OSError as error:
+            raise AttncliError(f"--input {path}: cannot read it ({error.strerror})") from None
+        return Input(LineReader(stream, f"--input {path}"), count)
     stdin = stdin if stdin is not None else sys.stdin
-    if stdin.isatty():
-        raise AttncliError(
-            "no sentences: give them as arguments, with --input FILE, or on stdin"
-        )
-    data = stdin.buffer.read() if hasattr(stdin, "buffer") else stdin.read().encode("utf-8")
-    return split_lines(_decode(data, "stdin"))
+    if hasattr(stdin, "buffer"):
+        stream = stdin.buffer
+    else:  # a text stream without bytes underneath (a test's StringIO)
+        stream = io.BytesIO(stdin.read().encode("utf-8"))
+    return Input(LineReader(stream, "stdin"), None, interactive=stdin.isatty())
 
 
 def search_config(base, beam, alpha, n_best):
@@ -149,25 +189,30 @@ def format_line(number, result, output_format):
 
 
 def read_references(reference_path, count):
-    """The lines of `--reference`, checked to align with the `count` inputs."""
+    """The lines of `--reference`, checked to align with the `count` inputs (if known)."""
     path = Path(reference_path)
     try:
-        references = split_lines(_decode(path.read_bytes(), f"--reference {path}"))
+        references = split_lines(decode_utf8(path.read_bytes(), f"--reference {path}"))
     except OSError as error:
         raise AttncliError(f"--reference {path}: cannot read it ({error.strerror})") from None
+    if count is not None:
+        check_alignment(path, references, count)
+    return references
+
+
+def check_alignment(path, references, count):
+    """Raises unless there are as many reference lines as inputs."""
     if len(references) != count:
         raise AttncliError(
             f"--reference {path} has {len(references)} lines for {count} inputs; "
             "they must be line-aligned"
         )
-    return references
 
 
-def reference_scores(task, results, references):
-    """The corpus metric of the best translations against the reference lines."""
+def reference_scores(task, best, references):
+    """The corpus metric of the best translations (strings) against the reference lines."""
     from attncli.search.metrics import pronunciation_scores, translation_scores
 
-    best = [result.hypotheses[0].text if result else "" for result in results]
     if task == "pronunciation":
         scores = pronunciation_scores(
             [text.split() for text in best], [[reference.split()] for reference in references]
@@ -187,26 +232,45 @@ def translate(*, run_path, texts, input_file, beam, alpha, n_best, output_format
     if batch_size < 1:
         raise AttncliError(f"--batch-size must be >= 1. Received: --batch-size={batch_size}")
     directory = model_directory(run_path)
-    lines = read_sentences(texts, input_file)
-    references = read_references(reference, len(lines)) if reference is not None else None
+    source = open_input(texts, input_file)
+    references = read_references(reference, source.count) if reference is not None else None
+    if source.interactive:
+        console.print("reading sentences from the terminal, one per line; Ctrl-D ends",
+                      highlight=False)
 
     from attncli.model.saving import load_model
     from attncli.config.search import SearchConfig
 
-    loaded = load_model(directory)
-    base = SearchConfig(**loaded.metadata.get("decoding", {}))
-    translator = loaded.translator(search_config(base, beam, alpha, n_best))
-    with console.status(f"translating {len(lines)} line(s)"):
-        results = translate_lines(translator, lines, batch_size=batch_size)
+    written, best = 0, []
     try:
-        for number, result in enumerate(results, start=1):
-            sys.stdout.write(format_line(number, result, output_format) + "\n")
-        sys.stdout.flush()
+        loaded = load_model(directory)
+        base = SearchConfig(**loaded.metadata.get("decoding", {}))
+        translator = loaded.translator(
+            search_config(base, beam, alpha, n_best), attention_weights=output_format == "json"
+        )
+        quiet = source.interactive or sys.stdout.isatty()
+        with (nullcontext() if quiet else console.status("translating")) as status:
+            for lines in source.batches(batch_size * BUFFERED_BATCHES):
+                results = translate_lines(translator, lines, batch_size=batch_size)
+                sys.stdout.write("".join(
+                    format_line(written + row, result, output_format) + "\n"
+                    for row, result in enumerate(results, start=1)
+                ))
+                sys.stdout.flush()
+                written += len(lines)
+                if references is not None:
+                    best.extend(result.hypotheses[0].text if result else "" for result in results)
+                if status is not None:
+                    status.update(f"translating: {written} line(s) written")
     except BrokenPipeError:
         # The reader stopped early (`| head`): not an error, and nothing more to say.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except KeyboardInterrupt:
+        console.print(f"interrupted: {written} line(s) translated and written", highlight=False)
+        return INTERRUPTED
     if references is not None:
+        check_alignment(Path(reference), references, written)
         task = loaded.metadata.get("task", "translation")
-        console.print(reference_scores(task, results, references), highlight=False)
+        console.print(reference_scores(task, best, references), highlight=False)
     return 0

@@ -61,12 +61,14 @@ class LoadedModel(NamedTuple):
     source_end: bool
     metadata: dict
 
-    def translator(self, search=None):
-        """A `Translator` for this model with `search` (a `SearchConfig`, greedy if None)."""
+    def translator(self, search=None, attention_weights=True):
+        """A `Translator` for this model with `search` (a `SearchConfig`, greedy if None);
+        `attention_weights=False` leaves the weights out (`Hypothesis.weights` is None)."""
         from attncli.search.translation import Translator
 
         return Translator(
-            self.model, self.source_tokenizer, self.target_tokenizer, search, self.source_end
+            self.model, self.source_tokenizer, self.target_tokenizer, search, self.source_end,
+            attention_weights=attention_weights,
         )
 
 
@@ -237,7 +239,9 @@ def export_saved_model(
     archive.track(model)
     texts = [tf.TensorSpec([None], tf.string, name="texts")]
     for name, search in searches.items():
-        translator = Translator(model, source_tokenizer, target_tokenizer, search, source_end)
+        translator = Translator(
+            model, source_tokenizer, target_tokenizer, search, source_end, attention_weights=False
+        )
         archive.track(translator.source_table)
         archive.add_endpoint(name, translator.serve, input_signature=texts)
     with replace_directory(directory) as staging:

@@ -1,7 +1,8 @@
 """Search: from a trained model to output text, and scores for that text.
 
 `decoding` runs greedy and beam search inside one `tf.while_loop` and keeps the attention
-weights of every output token; `translation` turns sentences into batches, searches and
+weights of every output token (`search_steps` holds what both share, `growing_state` the
+self-attention decoder's cache); `translation` turns sentences into batches, searches and
 turns ids back into text; `metrics` scores outputs (sacreBLEU BLEU and chrF, PER and WER
 for pronunciations) and `evaluation` applies them to a validation or test split.
 """

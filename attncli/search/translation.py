@@ -18,7 +18,8 @@ class Hypothesis(NamedTuple):
         tokens: the emitted target tokens, `[END]` last when it was emitted.
         score: `log P / lp` (see `attncli.search.decoding`).
         weights: float32 array `(len(tokens), len(source_tokens))`: row `t` is the
-            attention over the source when `tokens[t]` was emitted.
+            attention over the source when `tokens[t]` was emitted. None when the
+            `Translator` does not collect weights.
     """
 
     text: str
@@ -40,14 +41,18 @@ class Translator:
 
     Everything from strings to strings runs in one TensorFlow graph, `translate_graph`,
     which `attncli.model.saving.export_saved_model` exports. `translate_graph(texts)` takes a
-    string tensor `(batch,)` and returns a dict:
+    string tensor `(batch,)` and returns a dict of dense tensors, which `translate` turns
+    into NumPy arrays once per batch:
 
     - `translations`: strings `(batch, n)`, best first (`n` is the search's `n_best`).
     - `scores`: float32 `(batch, n)`, `log P / lp`.
-    - `source_tokens`: ragged strings `(batch, None)`, the tokens the model read.
-    - `target_tokens`: ragged strings `(batch, n, None)`, `[END]` last when emitted.
-    - `weights`: float32 `(batch, n, T, Ts)`, attention per emitted token (see
-      `attncli.search.decoding.Hypotheses`).
+    - `source_tokens`: strings `(batch, S)`, the tokens the model read, padded with "".
+    - `source_lengths`: int64 `(batch,)`, the number of source tokens of each row.
+    - `token_ids`: int32 `(batch, n, T)`, the emitted target ids, `[END]` last when
+      emitted, then padding.
+    - `lengths`: int32 `(batch, n)`, the number of emitted target ids.
+    - `weights` (only if `attention_weights`): float32 `(batch, n, T, Ts)`, attention
+      per emitted token (see `attncli.search.decoding.Hypotheses`).
 
     Args:
         model: an encoder-decoder with `encode` / `decode_step` (`attncli.model.encoder_decoder.Seq2Seq`).
@@ -56,6 +61,9 @@ class Translator:
         search: a `SearchConfig`. Defaults to `SearchConfig()` (greedy).
         source_end: bool, append the end id to each source, as the model was trained
             (`make_dataset(source_end=...)`). Defaults to False.
+        attention_weights: bool, collect the attention weights of every emitted token
+            (`Hypothesis.weights`; None otherwise, and the search does not keep them).
+            Defaults to True.
 
     Example:
 
@@ -66,12 +74,14 @@ class Translator:
     "it's cold."
     """
 
-    def __init__(self, model, source_tokenizer, target_tokenizer, search=None, source_end=False):
+    def __init__(self, model, source_tokenizer, target_tokenizer, search=None, source_end=False,
+                 attention_weights=True):
         self.model = model
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
         self.search_config = search if search is not None else SearchConfig()
         self.source_end = source_end
+        self.attention_weights = attention_weights
         source_tokens = source_tokenizer.vocabulary.tokens
         # Created here, outside any graph, so a SavedModel can track it.
         self.source_table = tf.lookup.StaticHashTable(
@@ -81,9 +91,15 @@ class Translator:
             default_value=UNK,
         )
         self.target_tokens = tf.constant(target_tokenizer.vocabulary.tokens)
-        self.search = compile_search(model, **self.search_config.to_dict())
+        # Ids to token strings outside the graph, a batch at a time.
+        self.target_vocabulary = np.array(target_tokenizer.vocabulary.tokens, dtype=object)
+        self.search = compile_search(
+            model, **self.search_config.to_dict(), attention_weights=attention_weights
+        )
+        # Traced once (any batch of strings), without AutoGraph, as the search is.
         self.translate_graph = tf.function(
-            self._translate_graph, input_signature=[tf.TensorSpec([None], tf.string)]
+            self._translate_graph, input_signature=[tf.TensorSpec([None], tf.string)],
+            autograph=False,
         )
 
     def source_ids(self, texts):
@@ -104,24 +120,23 @@ class Translator:
         batch_size, n, steps = tf.unstack(tf.shape(hypotheses.token_ids))
         flat_ids = tf.reshape(hypotheses.token_ids, [batch_size * n, steps])
         lengths = tf.reshape(hypotheses.lengths, [-1])
-        target_tokens = tf.gather(
-            self.target_tokens, tf.RaggedTensor.from_tensor(flat_ids, lengths=lengths)
-        )
-        # The text leaves out the end token; `target_tokens` keep it.
+        # The text leaves out the end token; `token_ids` keep it.
         ended = tf.gather(flat_ids, tf.maximum(lengths - 1, 0), batch_dims=1) == END
         text_tokens = tf.RaggedTensor.from_tensor(
             flat_ids, lengths=lengths - tf.cast(ended & (lengths > 0), tf.int32)
         )
         texts_out = self.target_tokenizer.detokenize(tf.gather(self.target_tokens, text_tokens))
-        return {
+        outputs = {
             "translations": tf.reshape(texts_out, [batch_size, n]),
             "scores": hypotheses.scores,
-            "source_tokens": source_tokens,
-            "target_tokens": tf.RaggedTensor.from_uniform_row_length(
-                target_tokens, tf.cast(n, tf.int64)
-            ),
-            "weights": hypotheses.weights,
+            "source_tokens": source_tokens.to_tensor(""),
+            "source_lengths": source_tokens.row_lengths(),
+            "token_ids": hypotheses.token_ids,
+            "lengths": hypotheses.lengths,
         }
+        if self.attention_weights:
+            outputs["weights"] = hypotheses.weights
+        return outputs
 
     def serve(self, texts):
         """The dense outputs of `translate_graph`: translations and scores `(batch, n)`."""
@@ -145,23 +160,28 @@ class Translator:
             indices = order[start : start + batch_size]
             batch = [texts[index] for index in indices]
             outputs = self.translate_graph(tf.constant(batch, tf.string))
+            arrays = {name: tensor.numpy() for name, tensor in outputs.items()}
             for row, index in enumerate(indices):
-                results[index] = self._translation(batch[row], outputs, row)
+                results[index] = self._translation(batch[row], arrays, row)
         return results
 
-    @staticmethod
-    def _translation(source, outputs, row):
-        source_tokens = [token.decode("utf-8") for token in outputs["source_tokens"][row].numpy()]
+    def _translation(self, source, arrays, row):
+        """The `Translation` of row `row` of a batch's outputs, as NumPy `arrays`."""
+        source_tokens = [
+            token.decode("utf-8")
+            for token in arrays["source_tokens"][row, : arrays["source_lengths"][row]]
+        ]
+        weights = arrays.get("weights")
         hypotheses = []
-        for i, text in enumerate(outputs["translations"][row].numpy()):
-            tokens = [token.decode("utf-8") for token in outputs["target_tokens"][row][i].numpy()]
-            weights = outputs["weights"][row, i, : len(tokens), : len(source_tokens)].numpy()
+        for i, text in enumerate(arrays["translations"][row]):
+            length = arrays["lengths"][row, i]
             hypotheses.append(
                 Hypothesis(
                     text=text.decode("utf-8"),
-                    tokens=tokens,
-                    score=float(outputs["scores"][row, i]),
-                    weights=weights,
+                    tokens=self.target_vocabulary[arrays["token_ids"][row, i, :length]].tolist(),
+                    score=float(arrays["scores"][row, i]),
+                    weights=None if weights is None
+                    else weights[row, i, :length, : len(source_tokens)],
                 )
             )
         return Translation(source, source_tokens, hypotheses)

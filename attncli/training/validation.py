@@ -44,7 +44,7 @@ class Validator:
             dataclasses.replace(
                 self.config.decoding, beam_size=self.config.training.eval_beam_size, n_best=1
             ),
-            source_end=self.config.data.source_end,
+            source_end=self.config.data.source_end, attention_weights=False,
         )
         self.normalise = reference_normaliser(self.config.data.target, parts.target_tokenizer)
 
@@ -157,7 +157,7 @@ def score_test_split(config, run, test, normalise, progress):
     if not len(test) or not run.model_dir.is_dir():
         return None
     loaded = load_model(run.model_dir)
-    translator = loaded.translator(config.decoding)
+    translator = loaded.translator(config.decoding, attention_weights=False)
     progress.message(
         f"scoring the best model (epoch {loaded.metadata.get('epoch')}) on the test split"
     )

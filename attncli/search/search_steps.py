@@ -1,0 +1,151 @@
+"""What greedy and beam search share: hypotheses, length penalty, the next tokens.
+
+`Hypotheses` is what a search returns; `length_penalty` is Wu et al. 2016's
+`((5 + |Y|) / 6) ** alpha`; `next_token_log_probs` normalises a step's logits over the
+tokens that can be emitted (padding and start-of-sentence masked); `decode_unfinished`
+runs one decoder step for the rows still translating.
+"""
+
+import math
+from typing import NamedTuple
+
+import tensorflow as tf
+
+from attncli.config.search import SearchConfig
+from attncli.data.vocabulary import PAD, START
+
+class Hypotheses(NamedTuple):
+    """The n best hypotheses of each sentence, best first.
+
+    Attributes:
+        token_ids: int32 `(batch_size, n, T)`: the emitted tokens, end-of-sentence
+            included when it was emitted, then padding (0). `T` is the number of decoding
+            steps the batch took.
+        lengths: int32 `(batch_size, n)`: the number of emitted tokens, end-of-sentence
+            included. A hypothesis without end-of-sentence stopped at its maximum length.
+        scores: float32 `(batch_size, n)`: `log P(Y | X) / lp(Y)`, sorted in decreasing
+            order. `-inf` marks an empty slot (a beam larger than the hypotheses that
+            exist).
+        log_probs: float32 `(batch_size, n)`: `log P(Y | X)`.
+        weights: float32 `(batch_size, n, T, Ts)`: the attention weights over the source
+            when each token was emitted; zero after the hypothesis ended. None when the
+            search was asked not to collect them (`attention_weights=False`).
+    """
+
+    token_ids: tf.Tensor
+    lengths: tf.Tensor
+    scores: tf.Tensor
+    log_probs: tf.Tensor
+    weights: tf.Tensor
+
+
+def length_penalty(lengths, alpha):
+    """`lp(Y) = ((5 + |Y|) / 6) ** alpha` (Wu et al. 2016, eq. 14), float32."""
+    return tf.pow((5.0 + tf.cast(lengths, tf.float32)) / 6.0, alpha)
+
+
+def max_target_lengths(source_ids, max_length_ratio, max_length_offset):
+    """`ceil(max_length_ratio * source_length) + max_length_offset` per sentence, int32.
+
+    `source_length` counts the non-padding ids of each row of `source_ids`.
+    """
+    source_lengths = tf.reduce_sum(tf.cast(source_ids != PAD, tf.float32), axis=1)
+    scaled = tf.math.ceil(max_length_ratio * source_lengths)
+    return tf.cast(scaled, tf.int32) + max_length_offset
+
+
+def _emittable(logits):
+    """`logits` in float32 with padding and start-of-sentence set to -inf."""
+    logits = tf.cast(logits, tf.float32)
+    token_ids = tf.range(tf.shape(logits)[-1])
+    never_emitted = (token_ids == PAD) | (token_ids == START)
+    return tf.where(never_emitted, tf.constant(-math.inf), logits)
+
+
+def next_token_log_probs(logits):
+    """Log-softmax of `logits` `(..., V)` in float32, padding and start-of-sentence excluded."""
+    return tf.nn.log_softmax(_emittable(logits), axis=-1)
+
+
+def top_next_tokens(logits, k):
+    """The `k` most probable next tokens of each row, best first (ties: lower id first).
+
+    `log p(y) = logit(y) - logsumexp(logits)` over the tokens that can be emitted, so
+    only the `k` chosen entries are normalised; the full `(rows, V)` log-softmax is
+    never formed.
+
+    Args:
+        logits: `(rows, V)`.
+        k: int or int32 scalar tensor, at most `V`.
+
+    Returns:
+        log_probs: float32 `(rows, k)`, and ids: int32 `(rows, k)`.
+    """
+    logits = _emittable(logits)
+    values, ids = tf.math.top_k(logits, k)
+    return values - tf.reduce_logsumexp(logits, axis=-1, keepdims=True), ids
+
+
+def check_settings(max_length_ratio, max_length_offset, beam_size=1, n_best=1, alpha=0.0):
+    """Raises ValueError naming the first bad setting (the checks of `SearchConfig`)."""
+    SearchConfig(beam_size, alpha, n_best, max_length_ratio, max_length_offset)
+
+
+def same_structure(template, tensors):
+    """`tensors` packed like `template` (a decoder may return a list for a tuple)."""
+    return tf.nest.pack_sequence_as(template, tf.nest.flatten(tensors))
+
+
+def decode_unfinished(model, token_ids, state, memory, finished, k):
+    """One decoder step, computed for the unfinished rows only, and its `k` best tokens.
+
+    A finished hypothesis is frozen, so its logits would never be read: the rows still
+    decoding are gathered, the decoder runs on them alone, and the results are
+    scattered back. Late in a search most rows have finished, and this is what makes
+    a batch cost about as much as the tokens it emits.
+
+    Args:
+        token_ids: int32 `(rows,)`.
+        state: the decoder state, a tuple of `(rows, ...)` tensors.
+        memory: the dict from `encode`, `(rows, ...)` tensors.
+        finished: bool `(rows,)`, with at least one False.
+        k: int, how many tokens to return per row (`min(k, V)` are).
+
+    Returns:
+        log_probs: float32 `(rows, k)` and ids: int32 `(rows, k)`, `top_next_tokens`
+            of the logits; 0 on finished rows.
+        state: the new state of unfinished rows, the old one of finished rows.
+        weights: float32 `(rows, Ts)`, the step's attention weights; 0 on finished rows.
+    """
+    unfinished = tf.where(~finished)  # (alive, 1), int64
+
+    def take(tensor):
+        return tf.gather_nd(tensor, unfinished)
+
+    logits, new_state, weights = model.decode_step(
+        take(token_ids),
+        tf.nest.map_structure(take, state),
+        tf.nest.map_structure(take, memory),
+        training=False,
+    )
+    rows = tf.shape(finished, out_type=tf.int64)[0]
+
+    def scatter(values):
+        shape = tf.concat([[rows], tf.shape(values, out_type=tf.int64)[1:]], axis=0)
+        return tf.scatter_nd(unfinished, values, shape)
+
+    new_state = tf.nest.map_structure(
+        lambda old, new: tf.tensor_scatter_nd_update(old, unfinished, tf.cast(new, old.dtype)),
+        state,
+        same_structure(state, new_state),
+    )
+    log_probs, ids = top_next_tokens(logits, tf.minimum(k, tf.shape(logits)[-1]))
+    return scatter(log_probs), scatter(ids), new_state, scatter(tf.cast(weights, tf.float32))
+
+
+
+def weight_steps(element_shape, attention_weights):
+    """The loop variable that collects each step's weights: a TensorArray, or `()` (none)."""
+    if not attention_weights:
+        return ()
+    return tf.TensorArray(tf.float32, size=0, dynamic_size=True, element_shape=element_shape)
