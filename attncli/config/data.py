@@ -193,25 +193,28 @@ def read_splits(config, data_dir=None):
     paths = data_paths(config, data_dir)
     if config.format == "bundled":
         train = corpora.read_bundled(config.bundled_source, strict=config.strict, limit=config.limit)
-        splits = corpora.split_corpus(
+        return _with_validation(config, paths, corpora.split_corpus(
             train, valid=config.valid_size, test=config.test_size, seed=config.split_seed,
             by=config.split_by,
-        )
-    else:
-        splits = corpora.read_splits(
-            paths["train"],
-            paths["valid"],
-            paths["test"],
-            valid_size=config.valid_size,
-            test_size=config.test_size,
-            seed=config.split_seed,
-            split_by=config.split_by,
-            format=config.format,
-            source_column=config.source_column,
-            target_column=config.target_column,
-            strict=config.strict,
-            limit=config.limit,
-        )
+        ))
+    return _with_validation(config, paths, corpora.read_splits(
+        paths["train"],
+        paths["valid"],
+        paths["test"],
+        valid_size=config.valid_size,
+        test_size=config.test_size,
+        seed=config.split_seed,
+        split_by=config.split_by,
+        format=config.format,
+        source_column=config.source_column,
+        target_column=config.target_column,
+        strict=config.strict,
+        limit=config.limit,
+    ))
+
+
+def _with_validation(config, paths, splits):
+    """`splits`, checked to hold validation pairs: they choose the model that is kept."""
     if not len(splits.valid):
         why = (
             "data.valid has no pairs" if paths["valid"] is not None else
