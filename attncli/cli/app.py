@@ -16,6 +16,7 @@ import typer
 from typer.core import TyperGroup
 
 from attncli.errors import AttncliError
+from attncli.own_layers import check_own_layers
 from attncli.scores import DEMO_SCORES
 
 _DEBUG = "attncli.debug"
@@ -83,6 +84,7 @@ def main(
 ):
     """Attention for sequence-to-sequence models, every step in the terminal."""
     ctx.meta[_DEBUG] = debug
+    check_own_layers()
 
 
 def _load_tensorflow(ctx):

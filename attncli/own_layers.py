@@ -1,0 +1,43 @@
+"""attncli's own `layers` package, and the one-line error when another module shadows it.
+
+The founding design lays the repository out with `layers/` as a top-level package, so
+users write `from layers import LuongAttention`. Many Keras projects have a `layers.py`
+of their own; run from such a folder (`python -m attncli ...`), Python would import that
+file in place of ours and the model would fail far from the cause. `check_own_layers`
+finds out first, without importing anything.
+"""
+
+import importlib.util
+from pathlib import Path
+
+from attncli.errors import AttncliError
+
+OWN_LAYERS = Path(__file__).resolve().parent.parent / "layers"
+
+
+def check_own_layers():
+    """Raise `AttncliError` unless `import layers` finds attncli's own package."""
+    try:
+        spec = importlib.util.find_spec("layers")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None:
+        raise AttncliError(
+            f"attncli's package 'layers' is missing (expected at {OWN_LAYERS}); "
+            "reinstall attncli"
+        )
+    found = _location(spec)
+    if found is None or found.resolve() != OWN_LAYERS:
+        raise AttncliError(
+            f"{found or spec.name} shadows attncli's own package 'layers' (Python finds it "
+            f"first on its path); run attncli from another folder, or rename that module"
+        )
+
+
+def _location(spec):
+    """The folder of a package, or the file of a module (None if it has neither)."""
+    if spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations)))
+    if spec.origin and spec.origin not in ("built-in", "frozen", "namespace"):
+        return Path(spec.origin)
+    return None
