@@ -108,8 +108,12 @@ def test_a_file_is_written_batch_by_batch_and_ctrl_c_keeps_what_was_written(run,
     source.write_text("".join(SENTENCES[i % 4] + "\n" for i in range(count)), "utf-8")
     result = tmp_path / "output.txt"
     with result.open("wb") as stdout:
+        # Ctrl-C as a terminal sends it: a test runner started in the background (`cmd &`
+        # in a script) passes SIGINT on ignored, and Python then raises no
+        # KeyboardInterrupt, so the child gets the default disposition back.
         process = translate("tiny", "--input", source, "--batch-size", "2", cwd=work,
-                            stdout=stdout, stderr=subprocess.PIPE)
+                            stdout=stdout, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         try:
             deadline = time.monotonic() + TIMEOUT
             while not result.stat().st_size and time.monotonic() < deadline:
