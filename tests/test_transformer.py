@@ -189,3 +189,15 @@ def test_the_self_attention_sizes():
     assert (config.model_dim, config.memory_dim, config.inner_dim) == (32, 32, 128)
     assert ModelConfig(source_vocab_size=10, target_vocab_size=10,
                        feed_forward_dim=100).inner_dim == 100
+
+
+@pytest.mark.parametrize("method", [EncoderBlock.sublayer_output, EncoderBlock.feed_forward,
+                                    DecoderBlock._cross_and_feed_forward])
+def test_the_blocks_helpers_take_training_by_keyword_only(method):
+    # Keras's Layer.__call__ passes `training` by keyword: a helper that took it
+    # positionally would fail with "got multiple values for argument 'training'" the
+    # day it became a layer called that way.
+    import inspect
+
+    parameter = inspect.signature(method).parameters["training"]
+    assert parameter.kind is inspect.Parameter.KEYWORD_ONLY

@@ -132,7 +132,7 @@ def _block_inputs(model, selection, attention, index):
         return query, query, block.self_attention
     attended = block.self_attention.attend(query, query, query, value_mask=target_mask,
                                            use_causal_mask=True)
-    x = block.sublayer_output(x, attended, block.self_attention_norm, False)
+    x = block.sublayer_output(x, attended, block.self_attention_norm, training=False)
     return block.sublayer_input(x, block.cross_attention_norm), values, block.cross_attention
 
 

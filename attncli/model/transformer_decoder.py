@@ -67,14 +67,15 @@ class DecoderBlock(ResidualBlock):
         self.self_attention_norm.build(shape)
         self.cross_attention_norm.build(shape)
 
-    def _cross_and_feed_forward(self, x, cross_keys, cross_values, source_mask, training):
+    def _cross_and_feed_forward(self, x, cross_keys, cross_values, source_mask, *,
+                                training=None):
         query = self.sublayer_input(x, self.cross_attention_norm)
         attended, cross_weights = self.cross_attention.attend_projected(
             query, cross_keys, cross_values, value_mask=source_mask,
             return_attention_scores=True, training=training,
         )
-        x = self.sublayer_output(x, attended, self.cross_attention_norm, training)
-        return self.feed_forward(x, training), cross_weights
+        x = self.sublayer_output(x, attended, self.cross_attention_norm, training=training)
+        return self.feed_forward(x, training=training), cross_weights
 
     def call(self, x, target_mask, cross_keys, cross_values, source_mask, training=None):
         query = self.sublayer_input(x, self.self_attention_norm)
@@ -82,9 +83,9 @@ class DecoderBlock(ResidualBlock):
             query, query, query, value_mask=target_mask, use_causal_mask=True,
             return_attention_scores=True, training=training,
         )
-        x = self.sublayer_output(x, attended, self.self_attention_norm, training)
+        x = self.sublayer_output(x, attended, self.self_attention_norm, training=training)
         x, cross_weights = self._cross_and_feed_forward(
-            x, cross_keys, cross_values, source_mask, training
+            x, cross_keys, cross_values, source_mask, training=training
         )
         return x, self_weights, cross_weights
 
@@ -118,9 +119,9 @@ class DecoderBlock(ResidualBlock):
             query, cache[:, 0, :, :length], cache[:, 1, :, :length], value_mask=visible,
             training=training,
         )
-        x = self.sublayer_output(x, attended, self.self_attention_norm, training)
+        x = self.sublayer_output(x, attended, self.self_attention_norm, training=training)
         x, cross_weights = self._cross_and_feed_forward(
-            x, cross_keys, cross_values, source_mask, training
+            x, cross_keys, cross_values, source_mask, training=training
         )
         return x, cache, cross_weights
 

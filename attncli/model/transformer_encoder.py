@@ -78,16 +78,16 @@ class ResidualBlock(keras.layers.Layer):
         """What the sublayer reads: `LayerNorm(x)` (pre-norm) or `x` (post-norm)."""
         return norm(x) if self.norm == "pre" else x
 
-    def sublayer_output(self, x, output, norm, training):
+    def sublayer_output(self, x, output, norm, *, training=None):
         """The residual sum: `x + Dropout(output)`, normalised after it in post-norm."""
         x = x + self.dropout_layer(output, training=training)
         return x if self.norm == "pre" else norm(x)
 
-    def feed_forward(self, x, training=None):
+    def feed_forward(self, x, *, training=None):
         """The feed-forward sublayer with its residual connection."""
         inner = self.feed_forward_inner(self.sublayer_input(x, self.feed_forward_norm))
         return self.sublayer_output(
-            x, self.feed_forward_outer(inner), self.feed_forward_norm, training
+            x, self.feed_forward_outer(inner), self.feed_forward_norm, training=training
         )
 
     def get_config(self):
@@ -137,8 +137,8 @@ class EncoderBlock(ResidualBlock):
             query, query, query, query_mask=mask, value_mask=mask,
             return_attention_scores=True, training=training,
         )
-        x = self.sublayer_output(x, attended, self.self_attention_norm, training)
-        x = self.feed_forward(x, training)
+        x = self.sublayer_output(x, attended, self.self_attention_norm, training=training)
+        x = self.feed_forward(x, training=training)
         return (x, weights) if return_attention_scores else x
 
 
