@@ -208,19 +208,24 @@ def test_the_config_states_the_schedules_formulas():
         assert formula in documented
 
 
-def test_weight_average_follows_its_formula():
-    """avg_1 = w_1; avg_t = d * avg_{t-1} + (1 - d) * w_t, w_t the weights after step t."""
-    decay = 0.8
+@pytest.mark.parametrize("decay", [0.8, 0.95])
+def test_weight_average_follows_its_formula(decay):
+    """avg <- d_t * avg + (1 - d_t) * w_t, d_t = min(d, t / (t + 10)), t = 0, 1, ...
+
+    `w_t` are the weights after update t + 1; d_0 = 0 copies them. Over 60 steps
+    d = 0.8 is reached at t = 40, d = 0.95 never.
+    """
     optimizer = make_optimizer(TrainingConfig(learning_rate=0.1, clip_norm=None,
                                               average_decay=decay))
     weights = keras.Variable(np.array([1.0, -2.0, 0.5], dtype="float32"))
-    gradients = np.random.default_rng(0).normal(size=(6, 3)).astype("float32")
-    expected = None
-    for gradient in gradients:
+    gradients = np.random.default_rng(0).normal(size=(60, 3)).astype("float32")
+    expected = np.zeros(3)
+    for t, gradient in enumerate(gradients):
         optimizer.apply_gradients([(tf.constant(gradient), weights)])
-        raw = keras.ops.convert_to_numpy(weights)
-        expected = raw if expected is None else decay * expected + (1 - decay) * raw
-    assert not np.allclose(raw, expected)
+        raw = keras.ops.convert_to_numpy(weights).astype("float64")
+        d_t = min(decay, t / (t + 10))
+        expected = d_t * expected + (1 - d_t) * raw
+    assert not np.allclose(raw, expected, atol=1e-3)
     optimizer.finalize_variable_values([weights])
     np.testing.assert_allclose(keras.ops.convert_to_numpy(weights), expected, rtol=1e-6)
 

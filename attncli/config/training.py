@@ -33,13 +33,13 @@ class TrainingConfig:
             Defaults to 0.1.
         average_decay: float in [0, 1) or None; if set, the optimizer also keeps an
             exponential moving average of the weights, updated after every step as
-            `w_avg <- d * w_avg + (1 - d) * w` (`d` = `average_decay`; the first step
-            copies `w`), and validation, the kept model and the test scoring use the
-            averaged weights while training goes on with the raw ones. Once the run
-            is well past `1 / (1 - d)` steps, about the last `1 / (1 - d)` count
-            (0.999: the last ~1,000); before, the first weights still weigh
-            `d ** (t - 1)` (0.999: 37% after 1,000 steps, 5% after 3,000), so keep
-            it for runs of many thousand steps. Defaults to None.
+            `w_avg <- d_t * w_avg + (1 - d_t) * w` with `d_t = min(d, t / (t + 10))`
+            (`d` = `average_decay`, `t` the updates applied before this one: the first
+            step copies `w`), and validation, the kept model and the test scoring use
+            the averaged weights while training goes on with the raw ones. Until
+            `d_t` reaches `d` (0.999: after ~10,000 steps) the average covers about
+            the last tenth of the run, so no early weights linger in it; after, about
+            the last `1 / (1 - d)` steps. Defaults to None.
         logits_on: `"tokens"` computes the output layer on non-pad target positions
             only; `"all"` on every position, padding included (the same loss, slower;
             kept for comparison). Defaults to `"tokens"`.
@@ -109,6 +109,10 @@ class LoopConfig(TrainingConfig):
             metric after each epoch, each scored against all of its references (all
             pairs count for the loss). Defaults to 500.
         eval_beam_size: int >= 1, the beam used for that metric. Defaults to 1.
+        eval_every: int >= 1 or None, also evaluate (and keep the model if it is the
+            best) every this many steps, inside epochs; each evaluation counts for
+            `patience`. Defaults to None (after each epoch, and when the time budget
+            or a signal ends one early).
         distribute: `"none"` (one device), `"mirrored"` (every GPU of this machine,
             or its logical CPU devices) or `"multi-worker"` (the machines of
             `TF_CONFIG`): TensorFlow's strategy that trains on them. Each batch of
@@ -128,6 +132,7 @@ class LoopConfig(TrainingConfig):
     checkpoint_every: int = 500
     eval_sentences: int | None = 500
     eval_beam_size: int = 1
+    eval_every: int | None = None
     distribute: Literal["none", "mirrored", "multi-worker"] = "none"
     cpu_replicas: int | None = None
 
@@ -141,7 +146,7 @@ class LoopConfig(TrainingConfig):
         for name in ("epochs", "checkpoint_every", "eval_beam_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1. Received: {name}={getattr(self, name)}")
-        for name in ("patience", "eval_sentences", "cpu_replicas"):
+        for name in ("patience", "eval_sentences", "eval_every", "cpu_replicas"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1 or null. Received: {name}={value}")

@@ -149,8 +149,12 @@ class Trainer:
                 self.stats.reset()
                 self.progress.start_epoch(epoch + 1, training.epochs, skip)
                 window_start, window_tokens = time.monotonic(), 0
-                finished_epoch = True
+                finished_epoch, evaluation_due = True, False
                 for inputs, target_out in self._batches(epoch, skip):
+                    if evaluation_due:
+                        # training.eval_every, inside the epoch (its last batch is evaluated
+                        # below as the epoch's end).
+                        last_record = self._evaluate(epoch + 1, self._train_loss(), False)
                     if self.workers.distributed:
                         request = self._stop_request(flag, started)
                         result = self.train_step(inputs, target_out, request)
@@ -180,17 +184,16 @@ class Trainer:
                     if stop > 1:
                         self.checkpoints.save()
                         raise Interrupted(stop, epoch + 1, int(position.batch.numpy()))
-                    if int(self.optimizer.iterations.numpy()) % training.checkpoint_every == 0:
+                    step = int(self.optimizer.iterations.numpy())
+                    if step % training.checkpoint_every == 0:
                         self.checkpoints.save()
                     if stop:
                         finished_epoch = False
                         break
+                    evaluation_due = bool(training.eval_every) and step % training.eval_every == 0
                 # The trained batches are safe before the (possibly long) evaluation.
                 self.checkpoints.save()
-                train_loss = float(position.epoch_loss_sum.numpy()) / max(
-                    int(position.epoch_tokens.numpy()), 1
-                )
-                last_record = self._evaluate(epoch + 1, train_loss, finished_epoch)
+                last_record = self._evaluate(epoch + 1, self._train_loss(), finished_epoch)
                 if finished_epoch:
                     position.epoch.assign_add(1)
                     position.batch.assign(0)
@@ -221,6 +224,11 @@ class Trainer:
                 key: value for key, value in test.items() if key not in ("decoding", "split")
             }
         return summary
+
+    def _train_loss(self):
+        """The mean training loss per target token of the epoch so far."""
+        position = self.position
+        return float(position.epoch_loss_sum.numpy()) / max(int(position.epoch_tokens.numpy()), 1)
 
     def _reason_to_stop(self, started):
         """Why training is over (epochs, time budget or patience spent), or None."""
@@ -257,9 +265,13 @@ class Trainer:
     def _evaluate(self, epoch, train_loss, finished_epoch):
         """Validate, keep the model if it is the best so far, and record the evaluation."""
         validator = self.validator
-        # The raw weights' loss beside the average's shows what averaging gains.
+        # The raw weights' loss and metrics beside the average's show what averaging gains.
         averaging = self.config.training.average_decay is not None
         raw_loss = validator.loss() if averaging else None
+        raw_figures = {}
+        if averaging:
+            _, metrics = validator.metric()
+            raw_figures = {f"{key}_raw": value for key, value in metrics.items()}
         with validator.averaged_weights():
             losses = validator.loss_figures(raw_loss)
             value, figures = validator.metric()
@@ -280,6 +292,7 @@ class Trainer:
             "train_loss": train_loss,
             **losses,
             **figures,
+            **raw_figures,
             "best": improved,
             "weights": validator.weights_kind,
             "padding": self.stats.padding_fraction,

@@ -1,0 +1,63 @@
+"""`training.eval_every`: evaluations inside epochs, beside those at each epoch's end.
+
+One tiny run (configs/tiny-test.yaml, two epochs, the weights averaged) in this process.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+from recorder import Recorder
+
+from attncli.config.run import load_run_config
+from attncli.model.saving import load_model
+from attncli.training.run_directory import RunDirectory
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = REPO / "configs" / "tiny-test.yaml"
+EVERY = 10
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    from attncli.training.trainer import Trainer
+
+    config = load_run_config(
+        TINY, ["training.epochs=2", f"training.eval_every={EVERY}", "training.average_decay=0.5"]
+    )
+    run = RunDirectory.create(tmp_path_factory.mktemp("eval-every") / "run")
+    progress = Recorder()
+    Trainer.from_config(config, run, progress).fit()
+    return run, progress.records
+
+
+def test_evaluations_every_n_steps_and_at_each_epoch_end(trained):
+    run, records = trained
+    epoch_ends = [record["step"] for record in records if record["complete_epoch"]]
+    assert len(epoch_ends) == 2
+    expected = sorted(set(range(EVERY, epoch_ends[-1], EVERY)) | set(epoch_ends))
+    assert [record["step"] for record in records] == expected
+    # A step at an epoch's end is evaluated once, as the epoch's end.
+    assert len(expected) == len(set(expected))
+    for record in records:
+        assert record["epoch"] == (1 if record["step"] <= epoch_ends[0] else 2)
+    written = [json.loads(line) for line in (run.path / "metrics.jsonl").read_text().splitlines()]
+    assert [record["step"] for record in written] == expected
+
+
+def test_the_kept_model_is_the_best_of_all_evaluations(trained):
+    run, records = trained
+    best = max(records, key=lambda record: record["bleu"])
+    kept = load_model(run.model_dir).metadata
+    assert kept["bleu"] == pytest.approx(max(record["bleu"] for record in records))
+    assert kept["epoch"] == best["epoch"]
+
+
+def test_with_averaging_each_evaluation_records_the_raw_weights_figures(trained):
+    _, records = trained
+    for record in records:
+        assert {"bleu_raw", "chrf_raw", "valid_loss_raw"} <= set(record)
+    # After the first few steps the average and the raw weights decode differently.
+    assert any(record["chrf_raw"] != record["chrf"] for record in records)
