@@ -258,7 +258,7 @@ def translate(
         typer.Option(help="Length penalty exponent (Wu et al. 2016).", show_default="the run's"),
     ] = None,
     n_best: Annotated[
-        int | None, typer.Option(help="Translations per sentence.", show_default="1")
+        int | None, typer.Option(help="Translations per sentence.", show_default="the run's")
     ] = None,
     output_format: Annotated[
         str, typer.Option("--format", help="text, tsv, or json (scores and attention weights).")
@@ -268,6 +268,17 @@ def translate(
         typer.Option(help="Line-aligned references: print BLEU/chrF (or PER/WER) on stderr."),
     ] = None,
     batch_size: Annotated[int, typer.Option(help="Sentences translated at once.")] = 64,
+    alignments: Annotated[
+        bool,
+        typer.Option("--alignments", help="Add word alignments i-j (source word i, target "
+                     "word j, 0-based; Pharaoh format) taken from the attention weights; "
+                     "translations are then printed as their space-separated words."),
+    ] = False,
+    replace_unk: Annotated[
+        bool,
+        typer.Option("--replace-unk", help="Replace each [UNK] output by the source word "
+                     "aligned to it (word-level targets only)."),
+    ] = False,
 ):
     """Translate sentences with a trained run, one output line per input line."""
     _load_tensorflow(ctx)
@@ -276,7 +287,8 @@ def translate(
     code = run_translation(
         run_path=run, texts=texts or [], input_file=input_file, beam=beam, alpha=alpha,
         n_best=n_best, output_format=output_format, reference=reference,
-        batch_size=batch_size, console=_stderr_console(),
+        batch_size=batch_size, console=_stderr_console(), alignments=alignments,
+        replace_unk=replace_unk,
     )
     raise typer.Exit(code=code)
 
