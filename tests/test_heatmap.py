@@ -104,12 +104,12 @@ def test_cell_weights_are_printed_in_the_cells():
 
 
 def test_default_font_draws_latin_greek_and_cyrillic():
-    families, missing = font_families(["mañana", "καλημέρα", "доброе утро", "→"], fonts=[])
+    _, missing = font_families(["mañana", "καλημέρα", "доброе утро", "→"], fonts=[])
     assert missing == []
 
 
 def test_han_characters_without_a_font_are_named():
-    families, missing = font_families(["我们 go", "[END]"], fonts=[])
+    _, missing = font_families(["我们 go", "[END]"], fonts=[])
     assert missing == ["们", "我"]
     notice = glyph_notice(missing)
     assert "\n" not in notice and "我 们" not in notice and "们 我" in notice

@@ -3,18 +3,15 @@ of the small trained run of `tests/fixtures/run-0.1.0`; its bad option values, o
 and exit code 2; the note naming glyphs no installed font has.
 """
 
-import shutil
-from pathlib import Path
 
 import pytest
-from attncli_process import attncli
+from attncli_process import attncli, fixture_run
 from cli_errors import one_line_error
 from typer.testing import CliRunner
 
 from attncli.cli import fonts
 from attncli.cli.app import app
 
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "run-0.1.0"
 SENTENCES = ["Tengo hambre.", "¿Dónde está el baño?", "", "Tom no vino.", "Hace frío hoy.",
              "Me gusta leer.", "Ellos no quieren ir a la escuela mañana por la tarde.",
              "Hola.", "Estoy cansado.", "¿Qué hora es?", "Gracias."]
@@ -25,9 +22,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    run = tmp_path_factory.mktemp("pictures") / "run"
-    shutil.copytree(FIXTURE, run)
-    return run
+    return fixture_run(tmp_path_factory.mktemp("pictures"))
 
 
 def invoke(*args):

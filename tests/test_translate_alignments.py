@@ -5,15 +5,12 @@ attncli` subprocesses on a copy of the small trained run of `tests/fixtures/run-
 
 import json
 import re
-import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
-from attncli_process import attncli
+from attncli_process import attncli, fixture_run
 from cli_errors import one_line_error
 
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "run-0.1.0"
 SENTENCES = ["Tengo hambre.", "", "¿Dónde está el baño?", "Tom no vino a la escuela hoy."]
 PHARAOH = re.compile(r"^(\d+-\d+( \d+-\d+)*)?$")
 
@@ -22,9 +19,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    run = tmp_path_factory.mktemp("alignments") / "run"
-    shutil.copytree(FIXTURE, run)
-    return run
+    return fixture_run(tmp_path_factory.mktemp("alignments"))
 
 
 def links(pharaoh):
@@ -106,8 +101,7 @@ def test_replace_unk_copies_the_most_attended_source_word(run, tmp_path):
 
 
 def test_replace_unk_on_a_subword_target_is_one_line_error(tmp_path):
-    run = tmp_path / "run"
-    shutil.copytree(FIXTURE, run)
+    run = fixture_run(tmp_path)
     # The refusal reads the target tokenizer's level: make it a subword one.
     settings = run / "model" / "target.tokenizer.json"
     settings.write_text(settings.read_text("utf-8").replace('"word"', '"subword"'), "utf-8")
