@@ -12,8 +12,8 @@ Side by side, as two processes started together on the same `--cores` (inheritin
 process's niceness, so they share the cores equally), each for `--minutes` of wall time:
 
 - attncli: the command a user types, `python -m attncli train configs/spa-eng.yaml
-  --set training.max_minutes=M ...` (Luong general attention, label smoothing 0.1, the
-  averaged weights; the time budget counts its evaluations), whose kept model (best by
+  --set training.max_minutes=M ...` (Luong general attention, label smoothing 0.1,
+  evaluations every 500 steps, which the time budget counts), whose kept model (best by
   validation BLEU) the run scores on the held-out pairs itself (`RUN/test.json`, beam 5),
   and a third process then scores greedily;
 - the tutorial's model (`benchmarks/tutorial_model.py`), trained on the same bucketed
