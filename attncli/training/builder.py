@@ -34,7 +34,8 @@ class TrainingPosition:
     Attributes (scalar `tf.Variable`s):
         epoch: epochs finished.
         batch: batches trained of the current epoch.
-        best_metric: the best validation value so far (BLEU, or minus WER).
+        best_metric: the best `stop_metric` so far, as a value to maximise (BLEU,
+            chrF; minus the loss, PER or WER: see `RunConfig.maximised`).
         stale_evaluations: evaluations since the best one (for `training.patience`).
         seconds: training time spent, evaluations included.
         epoch_loss_sum, epoch_tokens: the running loss of the current epoch, so that a
@@ -163,7 +164,7 @@ def build_training(config, run, progress, data_dir=None, resume=False, strategy=
     checkpoints = tf.train.CheckpointManager(checkpoint, str(run.checkpoint_dir), max_to_keep=2)
     if resume:
         restore_checkpoint(checkpoint, workers, run, progress, position)
-        raise_to_kept_model(position, workers, run, config.data.task)
+        raise_to_kept_model(position, workers, run, config)
     data = config.data
     stats = PipelineStats()
     encoded = encode_pairs(
@@ -250,17 +251,17 @@ def restore_checkpoint(checkpoint, workers, run, progress, position):
     )
 
 
-def raise_to_kept_model(position, workers, run, task):
+def raise_to_kept_model(position, workers, run, config):
     """Make the best metric at least the kept model's, so that no worse model replaces it.
 
     A run resumed from an older checkpoint (the newest damaged) restores the best
-    metric of that time, which may be below the model kept since.
+    metric of that time, which may be below the model kept since. The kept model's
+    figure is read from its metadata (`valid_loss` for `stop_metric: loss`).
     """
-    name = "wer" if task == "pronunciation" else "bleu"
-    value = saved_metadata(run.model_dir).get(name)
+    value = saved_metadata(run.model_dir).get(config.stop_figure)
     kept = -math.inf
     if not isinstance(value, bool) and isinstance(value, (int, float)):
-        kept = -value if name == "wer" else float(value)
+        kept = config.maximised({config.stop_figure: float(value)})
     kept = workers.agree(kept)  # only the chief holds the model
     if kept > float(position.best_metric.numpy()):
         position.best_metric.assign(kept)

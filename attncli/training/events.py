@@ -1,0 +1,246 @@
+"""TensorBoard event files of a training run: its curves and attention pictures.
+
+    RUN/events/train/   every TRAIN_EVERY steps: loss (the mean per target token of
+                        those steps), learning_rate (the schedule's rate at the step:
+                        that of the next update), target_tokens_per_second
+    RUN/events/valid/   at each evaluation: loss (nll, loss_raw when recorded), bleu and
+                        chrf (or per and wer), and attention/1 .. attention/3, the
+                        attention of the first PICTURES distinct validation sources as
+                        the run's validation decodes them
+
+`tensorboard --logdir runs` shows every run under `runs/`, `train` and `valid` as two
+runs of one chart (`loss`). Every value is written at the global step, the number of
+updates applied (the optimizer's `iterations`), so a resumed run goes on where its
+checkpoint stands; each process writes files of its own beside the earlier ones, and
+whatever step the files already hold (a process killed after its checkpoint may have
+written a few steps, or an evaluation, beyond it) is not written again: the steps in
+the files only go forwards.
+
+Only the chief of a distributed run writes events. Writing them never stops training:
+the first failure (a full disk, TensorBoard missing) is reported once through
+`progress.message`, and this process writes no more events; a full disk still stops
+the run at its next checkpoint, as every full disk does (README, Reliability).
+"""
+
+import contextlib
+import dataclasses
+import io
+import struct
+import time
+
+import tensorflow as tf
+
+from attncli.errors import clipped
+from attncli.search.translation import Translator
+
+TRAIN_EVERY = 10
+PICTURES = 3
+# Buffered events are written at least this often, and at every checkpoint.
+FLUSH_MILLIS = 30_000
+
+
+class RunEvents:
+    """Writes the TensorBoard events of a run (see the module's docstring).
+
+    Use it as a context manager around training; leaving it flushes and closes the files.
+
+    Args:
+        parts: the run's `TrainingParts`.
+        progress: where the one failure message goes (an object with `message(text)`).
+        draw_attention: a function `(source_tokens, output_tokens, weights, file,
+            title=...)` that draws an attention matrix as PNG into a binary file
+            object, as `attncli.cli.heatmap.save_heatmap_png` does. None writes no
+            pictures. Defaults to None.
+    """
+
+    def __init__(self, parts, progress, draw_attention=None):
+        self.parts = parts
+        self.progress = progress
+        self.draw_attention = draw_attention
+        self.active = parts.workers.is_chief
+        self.directory = parts.run.events_dir
+        self._writers = {}
+        # The last step each `events/NAME` holds, its files read when first opened.
+        self._last_steps = {}
+        self._window = _Window()
+        self._translator = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+    def step(self, loss, tokens):
+        """Count one training step (its mean loss per token and its target tokens);
+        every `TRAIN_EVERY` global steps, write the window's figures."""
+        if not self.active:
+            return
+        self._window.add(loss, tokens)
+        step = int(self.parts.optimizer.iterations.numpy())
+        if step % TRAIN_EVERY == 0:
+            loss, tokens_per_second = self._window.take()
+            with self._guard():
+                scalars = {"loss": loss,
+                           "learning_rate": float(self.parts.optimizer.learning_rate)}
+                if tokens_per_second is not None:
+                    scalars["target_tokens_per_second"] = tokens_per_second
+                self._scalars("train", step, scalars)
+        if step % self.parts.config.training.checkpoint_every == 0:
+            self.flush()
+
+    def evaluation(self, step, figures):
+        """Write an evaluation's figures (a record's `valid_loss`, `bleu`, ...) and the
+        attention pictures, with the weights being validated; then flush."""
+        if not self.active:
+            return
+        with self._guard():
+            names = {"valid_loss": "loss", "valid_nll": "nll", "valid_loss_raw": "loss_raw"}
+            scalars = {names.get(key, key): value for key, value in figures.items()}
+            if self._scalars("valid", step, scalars) and self.draw_attention is not None:
+                with self._writer("valid").as_default(step=step):
+                    for number, picture in enumerate(self._pictures(), start=1):
+                        tf.summary.image(f"attention/{number}", picture[None])
+        # The evaluation took a while: its time is not the training's tokens/s.
+        self._window.restart()
+        self.flush()
+
+    def flush(self):
+        with self._guard():
+            for writer in self._writers.values():
+                writer.flush()
+
+    def close(self):
+        with self._guard():
+            writers, self._writers = self._writers, {}
+            for writer in writers.values():
+                writer.close()
+
+    def _scalars(self, name, step, values):
+        """Write `values` at `step` into `events/NAME`; False if the files hold the step."""
+        writer = self._writer(name)
+        if step <= self._last_steps[name]:
+            return False
+        with writer.as_default(step=step):
+            for tag, value in values.items():
+                tf.summary.scalar(tag, value)
+        self._last_steps[name] = step
+        return True
+
+    def _writer(self, name):
+        if name not in self._writers:
+            directory = self.directory / name
+            directory.mkdir(parents=True, exist_ok=True)
+            self._last_steps[name] = last_written_step(directory)
+            self._writers[name] = tf.summary.create_file_writer(
+                str(directory), max_queue=1000, flush_millis=FLUSH_MILLIS
+            )
+        return self._writers[name]
+
+    def _pictures(self):
+        """PNG pictures (decoded, `(height, width, 4)` uint8) of the attention of the
+        first `PICTURES` distinct validation sources."""
+        config = self.parts.config
+        if self._translator is None:
+            self._translator = Translator(
+                self.parts.model, self.parts.source_tokenizer, self.parts.target_tokenizer,
+                dataclasses.replace(
+                    config.decoding, beam_size=config.training.eval_beam_size, n_best=1
+                ),
+                source_end=config.data.source_end,
+            )
+        sources, _ = self.parts.splits.valid.references()
+        pictures = []
+        for translation in self._translator.translate(sources[:PICTURES]):
+            best = translation.hypotheses[0]
+            png = io.BytesIO()
+            self.draw_attention(
+                translation.source_tokens, list(best.tokens), best.weights, png,
+                title=f"{translation.source}\n→ {best.text}",
+            )
+            pictures.append(tf.io.decode_png(png.getvalue(), channels=4))
+        return pictures
+
+    @contextlib.contextmanager
+    def _guard(self):
+        """Within it, a failure is reported (the first one only) and the run goes on."""
+        try:
+            yield
+        except Exception as error:  # noqa: BLE001  A write fails in many ways.
+            if self.active:
+                self._fail(error)
+
+    def _fail(self, error):
+        """Report the first failure, then write no more events."""
+        lines = str(error).strip().splitlines()
+        reason = clipped(lines[0] if lines else type(error).__name__)
+        self.active = False
+        writers, self._writers = self._writers, {}
+        for writer in writers.values():
+            with contextlib.suppress(Exception):  # it failed already: nothing more to do
+                writer.close()
+        self.progress.message(
+            f"TensorBoard events are no longer written to {self.directory} ({reason}); "
+            "training goes on, and metrics.jsonl keeps every evaluation"
+        )
+
+
+class _Window:
+    """The training steps since the last write: their loss per token and tokens/s.
+
+    The clock starts when the window's first step has ended, so its rate counts the
+    tokens of the steps after that one (a step's start is not seen here).
+    """
+
+    def __init__(self):
+        self.restart()
+
+    def restart(self):
+        self.loss_sum, self.loss_tokens = 0.0, 0
+        self.timed_tokens, self.started = 0, None
+
+    def add(self, loss, tokens):
+        self.loss_sum += loss * tokens
+        self.loss_tokens += tokens
+        if self.started is None:
+            self.started = time.monotonic()
+        else:
+            self.timed_tokens += tokens
+
+    def take(self):
+        """`(mean loss per token, target tokens per second or None after one step)`;
+        the next window starts now."""
+        now = time.monotonic()
+        loss = self.loss_sum / max(self.loss_tokens, 1)
+        rate = self.timed_tokens / max(now - self.started, 1e-9) if self.timed_tokens else None
+        self.restart()
+        self.started = now
+        return loss, rate
+
+
+def last_written_step(directory):
+    """The largest step of the summaries in `directory`'s event files, or -1.
+
+    A record cut short by a killed process ends its file.
+    """
+    last = -1
+    for path in sorted(directory.glob("events.out.tfevents.*")):
+        for record in _records(path):
+            event = tf.compat.v1.Event.FromString(record)
+            if event.HasField("summary"):
+                last = max(last, event.step)
+    return last
+
+
+def _records(path):
+    """The records of a TFRecord file: length (uint64), its CRC, data, the data's CRC."""
+    with open(path, "rb") as stream:
+        while True:
+            header = stream.read(12)
+            if len(header) < 12:
+                return
+            (length,) = struct.unpack("<Q", header[:8])
+            data = stream.read(length)
+            if len(data) < length or len(stream.read(4)) < 4:
+                return
+            yield data
