@@ -29,13 +29,15 @@ import struct
 import time
 
 import tensorflow as tf
+from google.protobuf.message import DecodeError
 
 from attncli.errors import clipped
 from attncli.search.translation import Translator
 
 TRAIN_EVERY = 10
 PICTURES = 3
-# Buffered events are written at least this often, and at every checkpoint.
+# The writer writes its buffered events out on the first write this long after the
+# last time (and RunEvents flushes at every checkpoint and evaluation).
 FLUSH_MILLIS = 30_000
 
 
@@ -59,9 +61,7 @@ class RunEvents:
         self.draw_attention = draw_attention
         self.active = parts.workers.is_chief
         self.directory = parts.run.events_dir
-        self._writers = {}
-        # The last step each `events/NAME` holds, its files read when first opened.
-        self._last_steps = {}
+        self._files = {}  # `train` and `valid`: the `_EventFile` of each, once opened
         self._window = _Window()
         self._translator = None
 
@@ -85,7 +85,7 @@ class RunEvents:
                            "learning_rate": float(self.parts.optimizer.learning_rate)}
                 if tokens_per_second is not None:
                     scalars["target_tokens_per_second"] = tokens_per_second
-                self._scalars("train", step, scalars)
+                self._file("train").scalars(step, scalars)
         if step % self.parts.config.training.checkpoint_every == 0:
             self.flush()
 
@@ -97,45 +97,29 @@ class RunEvents:
         with self._guard():
             names = {"valid_loss": "loss", "valid_nll": "nll", "valid_loss_raw": "loss_raw"}
             scalars = {names.get(key, key): value for key, value in figures.items()}
-            if self._scalars("valid", step, scalars) and self.draw_attention is not None:
-                with self._writer("valid").as_default(step=step):
-                    for number, picture in enumerate(self._pictures(), start=1):
-                        tf.summary.image(f"attention/{number}", picture[None])
+            valid = self._file("valid")
+            if valid.scalars(step, scalars) and self.draw_attention is not None:
+                for number, picture in enumerate(self._pictures(), start=1):
+                    valid.image(step, f"attention/{number}", picture)
         # The evaluation took a while: its time is not the training's tokens/s.
         self._window.restart()
         self.flush()
 
     def flush(self):
         with self._guard():
-            for writer in self._writers.values():
-                writer.flush()
+            for file in self._files.values():
+                file.flush()
 
     def close(self):
         with self._guard():
-            writers, self._writers = self._writers, {}
-            for writer in writers.values():
-                writer.close()
+            files, self._files = self._files, {}
+            for file in files.values():
+                file.close()
 
-    def _scalars(self, name, step, values):
-        """Write `values` at `step` into `events/NAME`; False if the files hold the step."""
-        writer = self._writer(name)
-        if step <= self._last_steps[name]:
-            return False
-        with writer.as_default(step=step):
-            for tag, value in values.items():
-                tf.summary.scalar(tag, value)
-        self._last_steps[name] = step
-        return True
-
-    def _writer(self, name):
-        if name not in self._writers:
-            directory = self.directory / name
-            directory.mkdir(parents=True, exist_ok=True)
-            self._last_steps[name] = last_written_step(directory)
-            self._writers[name] = tf.summary.create_file_writer(
-                str(directory), max_queue=1000, flush_millis=FLUSH_MILLIS
-            )
-        return self._writers[name]
+    def _file(self, name):
+        if name not in self._files:
+            self._files[name] = _EventFile(self.directory / name)
+        return self._files[name]
 
     def _pictures(self):
         """PNG pictures (decoded, `(height, width, 4)` uint8) of the attention of the
@@ -173,16 +157,84 @@ class RunEvents:
     def _fail(self, error):
         """Report the first failure, then write no more events."""
         lines = str(error).strip().splitlines()
-        reason = clipped(lines[0] if lines else type(error).__name__)
+        reason = lines[0] if lines else type(error).__name__
+        if not isinstance(error, EventsLost):
+            reason = clipped(reason)
         self.active = False
-        writers, self._writers = self._writers, {}
-        for writer in writers.values():
+        files, self._files = self._files, {}
+        for file in files.values():
             with contextlib.suppress(Exception):  # it failed already: nothing more to do
-                writer.close()
-        self.progress.message(
+                file.close()
+        message = (
             f"TensorBoard events are no longer written to {self.directory} ({reason}); "
             "training goes on, and metrics.jsonl keeps every evaluation"
         )
+        self.progress.message(message)
+        with contextlib.suppress(OSError):
+            self.parts.run.log(message)
+
+
+class EventsLost(Exception):
+    """Events that TensorBoard's writer took but did not get into its file."""
+
+
+class _EventFile:
+    """The event file this process appends to in one folder, and the steps it may write.
+
+    TensorBoard's writer drops what it cannot write (a full disk) without a word, so
+    each flush reads the file's new records back and counts them against the events
+    written since the last one.
+
+    Args:
+        directory: the folder (`RUN/events/train` or `.../valid`); created if missing.
+    """
+
+    def __init__(self, directory):
+        directory.mkdir(parents=True, exist_ok=True)
+        before = set(directory.glob(_PATTERN))
+        # The steps the folder holds already (from earlier processes) are not written again.
+        self.last_step = last_written_step(directory)
+        self.writer = tf.summary.create_file_writer(
+            str(directory), max_queue=1000, flush_millis=FLUSH_MILLIS
+        )
+        self.writer.flush()
+        [self.path] = set(directory.glob(_PATTERN)) - before
+        self.offset, self.pending = 0, 1  # the file-version record that opens the file
+        self.flush()
+
+    def scalars(self, step, values):
+        """Write `{tag: value}` at `step`; False (nothing written) if the files hold it."""
+        if step <= self.last_step:
+            return False
+        with self.writer.as_default(step=step):
+            for tag, value in values.items():
+                tf.summary.scalar(tag, value)
+        self.pending += len(values)
+        self.last_step = step
+        return True
+
+    def image(self, step, tag, picture):
+        """Write an image, uint8 `(height, width, channels)`, at `step`."""
+        with self.writer.as_default(step=step):
+            tf.summary.image(tag, picture[None])
+        self.pending += 1
+
+    def flush(self):
+        """Flush the writer; raise `EventsLost` if the file misses any event."""
+        self.writer.flush()
+        found = 0
+        for _, offset in _records(self.path, self.offset):
+            found, self.offset = found + 1, offset
+        if found < self.pending:
+            raise EventsLost(
+                f"{self.pending - found} of {self.pending} events did not reach "
+                f"{self.path.parent.name}/{self.path.name}; the disk may be full"
+            )
+        self.pending = 0
+
+    def close(self):
+        self.flush()
+        self.writer.close()
 
 
 class _Window:
@@ -218,23 +270,31 @@ class _Window:
         return loss, rate
 
 
+_PATTERN = "events.out.tfevents.*"
+
+
 def last_written_step(directory):
     """The largest step of the summaries in `directory`'s event files, or -1.
 
-    A record cut short by a killed process ends its file.
+    A record cut short (a killed process, a full disk) ends its file.
     """
     last = -1
-    for path in sorted(directory.glob("events.out.tfevents.*")):
-        for record in _records(path):
-            event = tf.compat.v1.Event.FromString(record)
+    for path in sorted(directory.glob(_PATTERN)):
+        for record, _ in _records(path):
+            try:
+                event = tf.compat.v1.Event.FromString(record)
+            except DecodeError:
+                break
             if event.HasField("summary"):
                 last = max(last, event.step)
     return last
 
 
-def _records(path):
-    """The records of a TFRecord file: length (uint64), its CRC, data, the data's CRC."""
+def _records(path, offset=0):
+    """`(record, offset after it)` of each complete record of a TFRecord file from
+    `offset` on; a record is its length (uint64), its CRC, its data and the data's CRC."""
     with open(path, "rb") as stream:
+        stream.seek(offset)
         while True:
             header = stream.read(12)
             if len(header) < 12:
@@ -243,4 +303,5 @@ def _records(path):
             data = stream.read(length)
             if len(data) < length or len(stream.read(4)) < 4:
                 return
-            yield data
+            offset += 16 + length
+            yield data, offset
