@@ -244,3 +244,21 @@ def test_resume_with_another_stop_metric_is_one_line(tmp_path):
     message = one_line_error(result)
     assert message.startswith("Error: --set training.stop_metric cannot change a run that "
                               "is resumed"), message
+
+
+def test_the_last_written_step_stops_at_a_record_cut_short(tmp_path):
+    import tensorflow as tf
+
+    from attncli.training.events import last_written_step
+
+    assert last_written_step(tmp_path) == -1
+    writer = tf.summary.create_file_writer(str(tmp_path))
+    with writer.as_default():
+        for step in (10, 20, 30):
+            tf.summary.scalar("loss", 1.0, step=step)
+    writer.close()
+    [path] = tmp_path.glob("events.out.tfevents.*")
+    assert last_written_step(tmp_path) == 30
+    # The last record, as a process killed while writing it leaves it.
+    path.write_bytes(path.read_bytes()[:-5])
+    assert last_written_step(tmp_path) == 20

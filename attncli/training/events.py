@@ -25,6 +25,7 @@ the run at its next checkpoint, as every full disk does (README, Reliability).
 import contextlib
 import dataclasses
 import io
+import os
 import struct
 import time
 
@@ -294,14 +295,17 @@ def _records(path, offset=0):
     """`(record, offset after it)` of each complete record of a TFRecord file from
     `offset` on; a record is its length (uint64), its CRC, its data and the data's CRC."""
     with open(path, "rb") as stream:
+        size = os.fstat(stream.fileno()).st_size
         stream.seek(offset)
         while True:
             header = stream.read(12)
             if len(header) < 12:
                 return
             (length,) = struct.unpack("<Q", header[:8])
-            data = stream.read(length)
-            if len(data) < length or len(stream.read(4)) < 4:
+            # A length past the end: the record was cut short (or the header damaged).
+            if offset + 16 + length > size:
                 return
+            data = stream.read(length)
+            stream.read(4)
             offset += 16 + length
             yield data, offset
