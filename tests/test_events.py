@@ -11,12 +11,10 @@ import json
 import math
 import shutil
 import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
-from attncli_runs import ENV, TINY, attncli, succeeds
+from attncli_runs import TINY, attncli, succeeds, train_before_tensorflow
 from cli_errors import one_line_error
 from test_reliability import attncli_line, in_namespace
 
@@ -198,18 +196,8 @@ def test_a_full_disk_under_the_events_is_reported_once_and_training_goes_on(
             "(data.format=bundled). Received: training.stop_metric=wer"),
 ])
 def test_a_bad_stop_metric_is_one_line_before_tensorflow(tmp_path, value, message):
-    code = textwrap.dedent(f"""
-        import runpy, sys
-        sys.argv = ["attncli", "train", {str(TINY)!r}, "--run-dir", "run",
-                    "--set", "training.stop_metric={value}"]
-        try:
-            runpy.run_module("attncli", run_name="__main__")
-        except SystemExit as exit:
-            print("EXIT", exit.code)
-        print("HEAVY", sorted(name for name in ("tensorflow", "keras") if name in sys.modules))
-    """)
-    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                               timeout=120, cwd=tmp_path, env=ENV)
+    completed = train_before_tensorflow(TINY, "--run-dir", "run",
+                                        "--set", f"training.stop_metric={value}", cwd=tmp_path)
     assert "EXIT 2" in completed.stdout and "HEAVY []" in completed.stdout, completed
     result = subprocess.CompletedProcess([], 2, "", completed.stderr)
     assert one_line_error(result).endswith(message)

@@ -29,6 +29,7 @@ import os
 import struct
 import time
 
+import keras
 import tensorflow as tf
 from google.protobuf.message import DecodeError
 
@@ -82,8 +83,9 @@ class RunEvents:
         if step % TRAIN_EVERY == 0:
             loss, tokens_per_second = self._window.take()
             with self._guard():
-                scalars = {"loss": loss,
-                           "learning_rate": float(self.parts.optimizer.learning_rate)}
+                # A `MirroredVariable` when distributed, which `float` does not take.
+                rate = keras.ops.convert_to_numpy(self.parts.optimizer.learning_rate)
+                scalars = {"loss": loss, "learning_rate": float(rate)}
                 if tokens_per_second is not None:
                     scalars["target_tokens_per_second"] = tokens_per_second
                 self._file("train").scalars(step, scalars)
