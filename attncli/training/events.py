@@ -24,7 +24,6 @@ the run at its next checkpoint, as every full disk does (README, Reliability).
 
 import contextlib
 import dataclasses
-import io
 import os
 import struct
 import time
@@ -51,10 +50,11 @@ class RunEvents:
     Args:
         parts: the run's `TrainingParts`.
         progress: where the one failure message goes (an object with `message(text)`).
-        draw_attention: a function `(source_tokens, output_tokens, weights, file,
-            title=...)` that draws an attention matrix as PNG into a binary file
-            object, as `attncli.cli.heatmap.save_heatmap_png` does. None writes no
-            pictures. Defaults to None.
+        draw_attention: a function `(source_tokens, output_tokens, weights,
+            title=...)` that draws an attention matrix and returns `(png, missing)`,
+            the PNG file's bytes and what it could not draw, as
+            `attncli.cli.heatmap.heatmap_png` does. None writes no pictures.
+            Defaults to None.
     """
 
     def __init__(self, parts, progress, draw_attention=None):
@@ -140,12 +140,11 @@ class RunEvents:
         pictures = []
         for translation in self._translator.translate(sources[:PICTURES]):
             best = translation.hypotheses[0]
-            png = io.BytesIO()
-            self.draw_attention(
-                translation.source_tokens, list(best.tokens), best.weights, png,
+            png, _ = self.draw_attention(
+                translation.source_tokens, list(best.tokens), best.weights,
                 title=f"{translation.source}\n→ {best.text}",
             )
-            pictures.append(tf.io.decode_png(png.getvalue(), channels=4))
+            pictures.append(tf.io.decode_png(png, channels=4))
         return pictures
 
     @contextlib.contextmanager
