@@ -169,13 +169,15 @@ def test_a_saved_tied_model_loads_tied_and_gives_the_same_outputs(tmp_path, enco
     words = [f"w{index}" for index in range(VOCAB - len(RESERVED_TOKENS))]
     tokenizer = Tokenizer("word").with_vocabulary(Vocabulary(list(RESERVED_TOKENS) + words))
     save_model(tmp_path / "model", model, tokenizer, tokenizer)
-    loaded = load_model(tmp_path / "model").model
-    assert loaded.config.tie_embeddings == tie
-    np.testing.assert_allclose(loaded((SOURCE, TARGET_IN)).numpy(),
-                               model((SOURCE, TARGET_IN)).numpy(), rtol=1e-6)
-    matrix = token_embedding(loaded.decoder).embeddings
-    assert loaded.decoder.output_layer.embedding.embeddings is matrix
-    assert (token_embedding(loaded.encoder).embeddings is matrix) == (tie == "all")
+    model.save(tmp_path / "model.keras")
+    for loaded in (load_model(tmp_path / "model").model,
+                   keras.saving.load_model(tmp_path / "model.keras")):
+        assert loaded.config.tie_embeddings == tie
+        np.testing.assert_allclose(loaded((SOURCE, TARGET_IN)).numpy(),
+                                   model((SOURCE, TARGET_IN)).numpy(), rtol=1e-6)
+        matrix = token_embedding(loaded.decoder).embeddings
+        assert loaded.decoder.output_layer.embedding.embeddings is matrix
+        assert (token_embedding(loaded.encoder).embeddings is matrix) == (tie == "all")
 
 
 def test_tie_all_needs_one_vocabulary_size_and_rnn_ties_need_units_equal_to_embedding_dim():
