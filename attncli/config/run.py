@@ -114,6 +114,12 @@ def run_config_from_mapping(mapping):
                  "model")
     mapping.pop("model", None)
     config = from_mapping(RunConfig, mapping)
+    if model.get("tie_embeddings") == "all" and not config.data.shared_vocab:
+        raise ConfigError(
+            "model.tie_embeddings: 'all' gives the source and target one embedding matrix, "
+            "which needs one vocabulary for both sides: set data.shared_vocab: true "
+            "(or tie_embeddings: target). Received: data.shared_vocab=False"
+        )
     return dataclasses.replace(config, model=dict(model))
 
 

@@ -184,23 +184,36 @@ def build_training(config, run, progress, data_dir=None, resume=False, strategy=
 
 
 def prepare_tokenizers(config, run, splits, resume):
-    """The run's tokenizers: read back on resume, else learned from the training side."""
+    """The run's tokenizers: read back on resume, else learned from the training side.
+
+    With `data.shared_vocab` one tokenizer, its vocabulary learned from both sides'
+    training text, serves both sides; it is saved under both names, so a run reads
+    its two sides back as it always has.
+    """
     names = ("source", "target")
     if resume and all((run.path / f"{name}.vocab.txt").exists() for name in names):
         return tuple(Tokenizer.load(run.path, name) for name in names)
-    tokenizers = []
-    for name, side, texts in (
-        ("source", config.data.source, splits.train.sources),
-        ("target", config.data.target, splits.train.targets),
-    ):
-        tokenizer = side.tokenizer()
-        vocabulary = tokenizer.build_vocabulary(
-            texts, max_size=side.vocab_size, min_count=side.min_count
+    data, train = config.data, splits.train
+    if data.shared_vocab:
+        # The sides are tokenized alike: `DataConfig` checked it.
+        shared = learn_tokenizer(data.source, list(train.sources) + list(train.targets))
+        tokenizers = (shared, shared)
+    else:
+        tokenizers = (
+            learn_tokenizer(data.source, train.sources), learn_tokenizer(data.target, train.targets)
         )
-        tokenizer = tokenizer.with_vocabulary(vocabulary)
+    for name, tokenizer in zip(names, tokenizers):
         tokenizer.save(run.path, name)
-        tokenizers.append(tokenizer)
-    return tuple(tokenizers)
+    return tokenizers
+
+
+def learn_tokenizer(side, texts):
+    """The `Tokenizer` of `side` (a `SideConfig`) with a vocabulary learned from `texts`."""
+    tokenizer = side.tokenizer()
+    vocabulary = tokenizer.build_vocabulary(
+        texts, max_size=side.vocab_size, min_count=side.min_count
+    )
+    return tokenizer.with_vocabulary(vocabulary)
 
 
 def restore_checkpoint(checkpoint, workers, run, progress, position):
