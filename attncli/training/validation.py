@@ -46,7 +46,7 @@ class Validator:
             ),
             source_end=self.config.data.source_end, attention_weights=False,
         )
-        self.normalise = reference_normaliser(self.config.data.target, parts.target_tokenizer)
+        self.normalise = reference_normaliser(parts.target_tokenizer)
 
     @property
     def references(self):
