@@ -2,13 +2,11 @@
 `import tensorflow_text` alone and that translates exactly as `attncli translate` prints,
 for every kind of model and tokenizer; and the one-line errors that write nothing."""
 
-import dataclasses
 import json
 import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -48,6 +46,15 @@ SERVE = """
 import importlib.util, json, sys
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  registers the tokenizers' ops
+
+def plain(value):
+    array = value.numpy()
+    if value.dtype != tf.string:
+        return array.tolist()
+    if array.ndim == 1:
+        return [text.decode("utf-8") for text in array]
+    return [[text.decode("utf-8") for text in row] for row in array]
+
 exports, lines = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 results = {}
 for kind, directory in exports.items():
@@ -56,10 +63,7 @@ for kind, directory in exports.items():
     for name in ("greedy", "beam", "serving_default"):
         outputs = exported.signatures[name](texts=tf.constant(lines))
         results[kind][name] = {
-            key: {"dtype": value.dtype.name, "shape": value.shape.as_list(),
-                  "value": [[t.decode("utf-8") for t in row] if value.shape.rank == 2
-                            else t.decode("utf-8") for t in value.numpy()]
-                           if value.dtype == tf.string else value.numpy().tolist()}
+            key: {"dtype": value.dtype.name, "shape": value.shape.as_list(), "value": plain(value)}
             for key, value in outputs.items()
         }
 print(json.dumps({

@@ -69,7 +69,8 @@ def best_texts(translator, texts):
 def run_check(directory, samples):
     """The `translation` of `samples` from both signatures, by a fresh Python that
     imports TensorFlow and tensorflow-text only: {signature: [text, ...]}."""
-    environment = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "3")}
+    environment = dict(os.environ)
+    environment.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # the child's start-up chatter
     completed = subprocess.run(
         [sys.executable, "-I", "-c", CHECK, str(Path(directory).resolve()), json.dumps(samples)],
         cwd=directory, capture_output=True, text=True, env=environment,
