@@ -349,6 +349,16 @@ def test_a_model_save_killed_between_its_moves_is_completed_first(run, tmp_path)
     assert not (run / ".model.old.k2j3h4g5").exists()
 
 
+def test_a_model_save_killed_before_the_old_model_moved_aside_keeps_the_new_one(run, tmp_path):
+    # Killed after the new model was renamed ready, before the old one was moved aside.
+    shutil.copytree(run / "model", run / ".model.ready.c3d4e5f6")
+    (run / ".model.ready.c3d4e5f6" / "marker").write_text("the new one")
+    message = one_line_error(attncli("train", TINY, "--run-dir", run, cwd=tmp_path))
+    assert "already holds a run" in message
+    assert (run / "model" / "marker").read_text() == "the new one"
+    assert not list(run.glob(".model.*"))
+
+
 def test_a_first_save_killed_with_every_file_present_is_not_put_back(run, tmp_path):
     # The first save of a run, killed while writing its last file: every name is there.
     shutil.copytree(run / "model", run / ".model.b2c3d4e5")

@@ -10,12 +10,14 @@ process killed at any moment leaves the run readable, plus the unfinished copy:
     .model.old.XXXXXXXX/           the previous best model, moved aside to be deleted
     .NAME.tmp                      a file of the run being replaced (attncli.files)
 
-A model save killed between its two moves leaves no `model/` at all: the new model is
-complete in `.model.ready.XXXXXXXX` and the old one in `.model.old.XXXXXXXX`.
-`clear_leftovers` puts the new one back as `model/` (else the old one) before deleting
-anything, so the best model is never lost; a `.model.XXXXXXXX` is never put back, even
-with every file present, since it may have been killed halfway through a file. It runs under the run's lock (see `run_lock`): no other process
-is writing these files.
+A model save killed after its copy was renamed `.model.ready.XXXXXXXX` holds the newer
+best model there: beside the previous `model/` (killed before the old one was moved
+aside) or alone with `.model.old.XXXXXXXX` (killed between the two moves).
+`clear_leftovers` moves the ready copy in as `model/` (else puts the old one back)
+before deleting anything, so the best model is never lost nor set back; a
+`.model.XXXXXXXX` is never put back, even with every file present, since it may have
+been killed halfway through a file. It runs under the run's lock (see `run_lock`): no
+other process is writing these files.
 """
 
 import os
@@ -38,16 +40,22 @@ def clear_leftovers(run):
         (path for path in run.path.glob(f".{run.model_dir.name}.*") if path.is_dir()),
         key=lambda path: (_rank(run, path), path.stat().st_mtime),
     )
-    if not run.model_dir.exists():
-        complete = [path for path in model_copies
-                    if _rank(run, path) and _is_complete_model(path)]
-        if complete:
-            newest = complete[-1]  # a new model ready to be moved in, else the old one
-            os.replace(newest, run.model_dir)
-            model_copies.remove(newest)
-            notes.append(
-                f"restored the best model from {newest.name} (its save was interrupted)"
-            )
+    complete = [path for path in model_copies
+                if _rank(run, path) and _is_complete_model(path)]
+    if run.model_dir.exists():
+        # Only a newer model (ready, not an old one) may take the place of `model/`.
+        complete = [path for path in complete if _rank(run, path) == 2]
+    if complete:
+        newest = complete[-1]  # a new model ready to be moved in, else the old one
+        if run.model_dir.exists():
+            replaced = run.path / f".{run.model_dir.name}.old.replaced"
+            os.replace(run.model_dir, replaced)
+            model_copies.append(replaced)
+        os.replace(newest, run.model_dir)
+        model_copies.remove(newest)
+        notes.append(
+            f"restored the best model from {newest.name} (its save was interrupted)"
+        )
     removed = list(model_copies)
     if run.checkpoint_dir.is_dir():
         removed += sorted(run.checkpoint_dir.glob("ckpt-*_temp*"))
