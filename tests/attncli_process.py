@@ -20,3 +20,16 @@ def attncli(*args, cwd, stdin=None, timeout=300, check=True):
             f"attncli {' '.join(map(str, args))} exited {result.returncode}:\n{result.stderr}"
         )
     return result
+
+
+FIXTURE_RUN = REPO / "tests" / "fixtures" / "run-0.1.0"
+
+
+def fixture_run(directory):
+    """A copy of `tests/fixtures/run-0.1.0` (a small trained word-level run) as
+    `directory/run`, for a test to use and change."""
+    import shutil
+
+    run = Path(directory) / "run"
+    shutil.copytree(FIXTURE_RUN, run)
+    return run

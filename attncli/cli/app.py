@@ -216,7 +216,8 @@ def train(
     ] = None,
     data_dir: Annotated[
         Path | None,
-        typer.Option(help="Folder the config's relative data paths are read from."),
+        typer.Option(help="Folder the config's relative data paths are read from.",
+                     show_default="the config's data.directory, else the current folder"),
     ] = None,
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue an interrupted run from its checkpoint.")
@@ -258,7 +259,7 @@ def translate(
         typer.Option(help="Length penalty exponent (Wu et al. 2016).", show_default="the run's"),
     ] = None,
     n_best: Annotated[
-        int | None, typer.Option(help="Translations per sentence.", show_default="1")
+        int | None, typer.Option(help="Translations per sentence.", show_default="the run's")
     ] = None,
     output_format: Annotated[
         str, typer.Option("--format", help="text, tsv, or json (scores and attention weights).")
@@ -268,6 +269,17 @@ def translate(
         typer.Option(help="Line-aligned references: print BLEU/chrF (or PER/WER) on stderr."),
     ] = None,
     batch_size: Annotated[int, typer.Option(help="Sentences translated at once.")] = 64,
+    alignments: Annotated[
+        bool,
+        typer.Option("--alignments", help="Add word alignments i-j (source word i, target "
+                     "word j, 0-based; Pharaoh format) taken from the attention weights; "
+                     "translations are then printed as their space-separated words."),
+    ] = False,
+    replace_unk: Annotated[
+        bool,
+        typer.Option("--replace-unk", help="Replace each [UNK] output by the source word "
+                     "aligned to it (word-level targets only)."),
+    ] = False,
 ):
     """Translate sentences with a trained run, one output line per input line."""
     _load_tensorflow(ctx)
@@ -276,7 +288,8 @@ def translate(
     code = run_translation(
         run_path=run, texts=texts or [], input_file=input_file, beam=beam, alpha=alpha,
         n_best=n_best, output_format=output_format, reference=reference,
-        batch_size=batch_size, console=_stderr_console(),
+        batch_size=batch_size, console=_stderr_console(), alignments=alignments,
+        replace_unk=replace_unk,
     )
     raise typer.Exit(code=code)
 
@@ -330,12 +343,27 @@ def inspect_weights(
     text: Annotated[
         str | None, typer.Option(help="Translate this and show its attention matrix.")
     ] = None,
+    input_file: Annotated[
+        Path | None,
+        typer.Option("--input", help="File with one sentence per line: each one's matrix "
+                     "(and with --png-dir its picture)."),
+    ] = None,
     beam: Annotated[
-        int | None, typer.Option(help="Beam size for --text; 1 is greedy.", show_default="1")
+        int | None, typer.Option(help="Beam size for --text and --input; 1 is greedy.",
+                                 show_default="the run's")
     ] = None,
     png: Annotated[
         Path | None, typer.Option(help="Also save the matrix as a labelled PNG picture.")
     ] = None,
+    png_dir: Annotated[
+        Path | None,
+        typer.Option(help="Save one PNG per sentence into this folder, named by line "
+                     "number (1.png, 2.png, ...; 01.png, ... from 10 lines on)."),
+    ] = None,
+    cell_weights: Annotated[
+        bool, typer.Option("--cell-weights", help="Print each weight in its cell of the "
+                           "PNG, with --decimals digits.")
+    ] = False,
     step: Annotated[
         int | None,
         typer.Option(help="Walk through the attention of output token T (1-based), "
@@ -364,4 +392,5 @@ def inspect_weights(
     from attncli.cli.inspect_command import inspect
 
     inspect(run_path=run, text=text, beam=beam, png=png, step=step, params=params,
-            decimals=decimals, attention=attention, layer=layer, head=head)
+            decimals=decimals, attention=attention, layer=layer, head=head,
+            input_file=input_file, png_dir=png_dir, cell_weights=cell_weights)

@@ -61,42 +61,139 @@ def heatmap_table(source_tokens, output_tokens, weights, decimals=2, title=None,
     return table
 
 
-def save_heatmap_png(source_tokens, output_tokens, weights, path, title=None,
-                     row_label="output", column_label="source"):
-    """Save the attention matrix as a labelled PNG with a colour bar.
+# Inches per cell, and the smallest picture.
+_CELL_WIDTH, _CELL_HEIGHT = 0.55, 0.45
+_MIN_WIDTH, _MIN_HEIGHT = 4.0, 3.0
+_DPI = 120
+
+
+def heatmap_figure(source_tokens, output_tokens, weights, title=None, row_label="output",
+                   column_label="source", cell_decimals=None, families=None):
+    """The attention matrix as a matplotlib `Figure` (on an Agg canvas, no pyplot).
 
     Source tokens (the keys) run along the top, output tokens (the queries) down the
-    side, and each row's largest weight is outlined. `row_label` and `column_label`
-    name the axes (a self-attention matrix has source or decoder-input tokens on
-    both).
+    side, and each row's largest weight is outlined; a colour bar on the right. The
+    caption `title` goes under everything, each line wrapped to the picture's width,
+    in room of its own (constrained layout), so it never covers a row or the colour
+    bar. The picture is sized so that a cell keeps about 0.55 x 0.45 inch whatever the
+    labels and the caption take.
+
+    Args:
+        source_tokens, output_tokens: the column and row labels.
+        weights: array `(len(output_tokens), len(source_tokens))`.
+        title: the caption, or None.
+        row_label, column_label: what the rows and columns are (a self-attention matrix
+            has source or decoder-input tokens on both).
+        cell_decimals: None, or print each weight in its cell with that many digits.
+        families: font families for the labels (see `attncli.cli.fonts`). Defaults to
+            matplotlib's.
     """
-    # A Figure of its own, not pyplot: no global backend is switched, no window opens.
+    from matplotlib import rc_context
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
 
     weights = _check(source_tokens, output_tokens, weights)
-    width = max(4.0, 0.55 * len(source_tokens) + 2.0)
-    height = max(3.0, 0.45 * len(output_tokens) + 1.5)
-    figure = Figure(figsize=(width, height))
-    axes = figure.subplots()
-    image = axes.imshow(weights, cmap="Blues", vmin=0.0, vmax=1.0, aspect="auto")
-    axes.set_xticks(range(len(source_tokens)), labels=source_tokens, rotation=60,
-                    ha="left", rotation_mode="anchor")
-    axes.set_yticks(range(len(output_tokens)), labels=output_tokens)
-    axes.xaxis.tick_top()
-    axes.set_xlabel(column_label)
-    axes.xaxis.set_label_position("top")
-    axes.set_ylabel(row_label)
-    for row, values in enumerate(weights):
-        if values.size:
-            column = int(np.argmax(values))
-            axes.add_patch(Rectangle((column - 0.5, row - 0.5), 1, 1, fill=False,
-                                     edgecolor="darkorange", linewidth=1.5))
-    figure.colorbar(image, ax=axes, label="attention weight")
-    bottom = 0.0
-    if title:
-        figure.suptitle(title, y=0.01, va="bottom", fontsize="small")
-        # Room under the axes for the title's lines (about 0.25 inch each).
-        bottom = min(0.3, 0.25 * (title.count("\n") + 1) / height)
-    figure.tight_layout(rect=(0, bottom, 1, 1))
-    figure.savefig(path, dpi=120)
+    cell_width = _CELL_WIDTH
+    if cell_decimals is not None:  # room for "0.123" in 8 points
+        cell_width = max(_CELL_WIDTH, 0.07 * (cell_decimals + 2) + 0.2)
+    # At least 1.5 inch high, so that the colour bar has room for its label.
+    cells = (cell_width * len(source_tokens), max(1.5, _CELL_HEIGHT * len(output_tokens)))
+    with rc_context({"font.family": families} if families else {}):
+        figure = Figure(figsize=(max(_MIN_WIDTH, cells[0] + 2.5),
+                                 max(_MIN_HEIGHT, cells[1] + 2.0)),
+                        dpi=_DPI, layout="constrained")
+        figure.get_layout_engine().set(w_pad=0.1, h_pad=0.1)
+        FigureCanvasAgg(figure)
+        axes = figure.subplots()
+        image = axes.imshow(weights, cmap="Blues", vmin=0.0, vmax=1.0, aspect="auto")
+        if max(map(len, source_tokens), default=0) <= 2:  # Han characters, marks: upright
+            axes.set_xticks(range(len(source_tokens)), labels=source_tokens)
+        else:
+            axes.set_xticks(range(len(source_tokens)), labels=source_tokens, rotation=60,
+                            ha="left", rotation_mode="anchor")
+        axes.set_yticks(range(len(output_tokens)), labels=output_tokens)
+        axes.xaxis.tick_top()
+        axes.set_xlabel(column_label)
+        axes.xaxis.set_label_position("top")
+        axes.set_ylabel(row_label)
+        for row, values in enumerate(weights):
+            if values.size:
+                column = int(np.argmax(values))
+                axes.add_patch(Rectangle((column - 0.5, row - 0.5), 1, 1, fill=False,
+                                         edgecolor="darkorange", linewidth=1.5))
+            if cell_decimals is not None:
+                for column, weight in enumerate(values):
+                    axes.text(column, row, f"{weight:.{cell_decimals}f}", ha="center",
+                              va="center", fontsize=8,
+                              color="white" if weight > 0.6 else "black")
+        figure.colorbar(image, ax=axes, label="attention weight")
+        caption = figure.supxlabel("", fontsize="small") if title else None
+        _fit(figure, axes, caption, title, cells)
+    return figure
+
+
+def _fit(figure, axes, caption, title, cells):
+    """Wrap the caption to the picture's width and size the picture so that the axes
+    get `cells` (inches): the labels, colour bar and caption take what they take."""
+    renderer = figure.canvas.get_renderer()
+    for _ in range(4):
+        if caption is not None:
+            caption.set_text(_wrapped(title, caption, renderer,
+                                      0.95 * figure.get_figwidth() * figure.dpi))
+        figure.draw_without_rendering()
+        box = axes.get_position()
+        width, height = figure.get_size_inches()
+        around = (width * (1 - box.width), height * (1 - box.height))
+        wanted = (max(_MIN_WIDTH, cells[0] + around[0]), max(_MIN_HEIGHT, cells[1] + around[1]))
+        if abs(wanted[0] - width) < 0.02 and abs(wanted[1] - height) < 0.02:
+            return
+        figure.set_size_inches(*wanted)
+
+
+def _wrapped(title, caption, renderer, width):
+    """`title` with each line wrapped (at spaces, or anywhere in a long word) to at
+    most `width` pixels in the caption's font."""
+    import textwrap
+
+    lines = []
+    for line in title.split("\n"):
+        columns = len(line)
+        while True:
+            pieces = textwrap.wrap(line, columns) or [""]
+            caption.set_text("\n".join(pieces))
+            if columns <= 8 or caption.get_window_extent(renderer).width <= width:
+                break
+            columns = max(8, int(columns * 0.9))
+        lines.extend(pieces)
+    return "\n".join(lines)
+
+
+def save_heatmap_png(source_tokens, output_tokens, weights, path, title=None,
+                     row_label="output", column_label="source", cell_decimals=None):
+    """Save the attention matrix as a labelled PNG (`heatmap_figure`), written atomically.
+
+    Labels in scripts matplotlib's default font lacks (Han, Kana, Hangul, ...) are drawn
+    with an installed font that has them (`attncli.cli.fonts`).
+
+    Returns:
+        The sorted characters no installed font has (drawn as boxes), for the caller to
+        report; empty when every label rendered.
+    """
+    import io
+    import warnings
+
+    from attncli.cli.fonts import font_families
+    from attncli.files import write_atomically
+
+    texts = [*source_tokens, *output_tokens, title or "", row_label, column_label]
+    families, missing = font_families(texts)
+    with warnings.catch_warnings():
+        # One notice from the caller names every missing glyph; not one warning per glyph.
+        warnings.filterwarnings("ignore", message="Glyph .* missing from")
+        figure = heatmap_figure(source_tokens, output_tokens, weights, title, row_label,
+                                column_label, cell_decimals, families)
+        data = io.BytesIO()
+        figure.savefig(data, format="png", dpi=_DPI)
+    write_atomically(path, data.getvalue())
+    return missing

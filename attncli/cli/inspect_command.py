@@ -1,7 +1,11 @@
 """`attncli inspect-weights RUN`: look inside a trained model.
 
     --text "..."    translate it and print the attention matrix as a shaded table
+    --input FILE    the same for every sentence of FILE (one per line)
     --png FILE      the same matrix as a labelled picture
+    --png-dir DIR   one picture per sentence: DIR/1.png, DIR/2.png, ... numbered by
+                    line (zero-padded to the same width), an empty line skipped
+    --cell-weights  print each weight in its cell of the pictures (--decimals digits)
     --step T        the worked-example table of `score-demo` for output token T,
                     computed from the trained model: each source position's score,
                     softmax weight and weighted value, and the context
@@ -25,6 +29,7 @@ from rich.table import Table
 from rich.text import Text
 
 from attncli.cli import inspect_self_attention
+from attncli.cli.fonts import glyph_notice
 from attncli.cli.heatmap import heatmap_table, save_heatmap_png
 from attncli.cli.render import check_decimals
 from attncli.errors import AttncliError
@@ -155,25 +160,38 @@ def step_table(walk, step, score_name, decimals=4):
     return table
 
 
-def inspect(*, run_path, text, beam, png, step, params, decimals, attention=None,
-            layer=None, head=None):
-    """Run `attncli inspect-weights`; returns the process exit code."""
-    from attncli.cli.translate_command import model_directory
-
-    if (png is not None or step is not None) and not text:
-        raise AttncliError("--png and --step need the sentence to look at: add --text \"...\"")
+def _check_options(*, text, input_file, beam, png, png_dir, cell_weights, step, params,
+                   decimals, attention, layer, head):
+    """Refuse every bad combination and value of options before the model is loaded."""
+    if text and input_file is not None:
+        raise AttncliError("give --text or --input, not both")
+    sentences = bool(text) or input_file is not None
+    if png is not None and png_dir is not None:
+        raise AttncliError("give --png FILE (one picture) or --png-dir DIR, not both")
+    if png is not None and input_file is not None:
+        raise AttncliError("--png saves one picture; with --input give --png-dir DIR "
+                           "for one picture per sentence")
+    if step is not None and input_file is not None:
+        raise AttncliError("--step walks one sentence's step: use it with --text")
+    if (png is not None or png_dir is not None or step is not None) and not sentences:
+        raise AttncliError("--png, --png-dir and --step need the sentence to look at: "
+                           "add --text \"...\" or --input FILE")
+    if cell_weights and png is None and png_dir is None:
+        raise AttncliError("--cell-weights prints the weights in a picture's cells: add "
+                           "--png FILE or --png-dir DIR")
     chosen = [name for name, value in (("--attention", attention), ("--layer", layer),
                                        ("--head", head)) if value is not None]
-    if chosen and not text:
+    if chosen and not sentences:
         raise AttncliError(f"{chosen[0]} needs the sentence to look at: add --text \"...\"")
     if attention not in (None, "cross", "encoder", "decoder"):
         raise AttncliError(f"--attention {attention}: choose cross, encoder or decoder")
     for name, value in (("--layer", layer), ("--head", head)):
         if value is not None and value < 1:
             raise AttncliError(f"{name} must be >= 1, got {value}")
-    if not (text or params):
+    if not (sentences or params):
         raise AttncliError(
-            "nothing to inspect: give --text \"SENTENCE\" (with --png or --step) and/or --params"
+            "nothing to inspect: give --text \"SENTENCE\" (with --png or --step), "
+            "--input FILE and/or --params"
         )
     if beam is not None and beam < 1:
         raise AttncliError(f"--beam must be >= 1. Received: --beam={beam}")
@@ -186,6 +204,70 @@ def inspect(*, run_path, text, beam, png, step, params, decimals, attention=None
             raise AttncliError(f"--png {png}: the picture is a PNG; name it with .png")
         if not png.parent.is_dir():
             raise AttncliError(f"--png {png}: no such folder {png.parent}")
+    if png_dir is not None:
+        png_dir = Path(png_dir)
+        if png_dir.exists() and not png_dir.is_dir():
+            raise AttncliError(f"--png-dir {png_dir} is a file; give a folder")
+        if not png_dir.parent.is_dir():
+            raise AttncliError(f"--png-dir {png_dir}: no such folder {png_dir.parent}")
+    return chosen
+
+
+def read_sentences(input_file):
+    """The lines of `--input FILE` (UTF-8, one sentence per line), checked to hold one."""
+    from attncli.cli.line_stream import decode_utf8
+    from attncli.cli.translate_command import split_lines
+
+    path = Path(input_file)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise AttncliError(f"--input {path}: no such file") from None
+    except OSError as error:
+        raise AttncliError(f"--input {path}: cannot read it ({error.strerror})") from None
+    lines = split_lines(decode_utf8(data, f"--input {path}"))
+    if not any(line.strip() for line in lines):
+        raise AttncliError(f"--input {path} has no sentence: give one sentence per line")
+    return lines
+
+
+def _matrix(loaded, translator, translation, chosen, attention, layer, head):
+    """`(shown, selection)`: the `Matrix` to show for the translation's best hypothesis,
+    and the self-attention `Selection` it came from (None for a recurrent decoder's)."""
+    hypothesis = translation.hypotheses[0]
+    if chosen or loaded.model.config.decoder == "self-attention":
+        selection = inspect_self_attention.select(
+            loaded, translator, translation, hypothesis, attention or "cross", layer
+        )
+        return inspect_self_attention.matrix(selection, attention or "cross", layer,
+                                             head), selection
+    return inspect_self_attention.Matrix(
+        list(hypothesis.tokens), list(translation.source_tokens), hypothesis.weights,
+        "attention weights", "output", "source",
+    ), None
+
+
+def _save_png(shown, path, caption, cell_decimals, option):
+    """Write one picture; returns the characters no installed font has."""
+    try:
+        return save_heatmap_png(shown.columns, shown.rows, shown.weights, path,
+                                title=caption, row_label=shown.row_label,
+                                column_label=shown.column_label, cell_decimals=cell_decimals)
+    except OSError as error:
+        raise AttncliError(f"{option} {path}: cannot write it ({error.strerror})") from None
+
+
+def inspect(*, run_path, text, beam, png, step, params, decimals, attention=None,
+            layer=None, head=None, input_file=None, png_dir=None, cell_weights=False):
+    """Run `attncli inspect-weights`; returns the process exit code."""
+    from attncli.cli.translate_command import model_directory
+
+    chosen = _check_options(
+        text=text, input_file=input_file, beam=beam, png=png, png_dir=png_dir,
+        cell_weights=cell_weights, step=step, params=params, decimals=decimals,
+        attention=attention, layer=layer, head=head,
+    )
+    lines = [text] if text else (read_sentences(input_file) if input_file is not None else [])
     directory = model_directory(run_path)
 
     from attncli.model.saving import load_model
@@ -193,62 +275,69 @@ def inspect(*, run_path, text, beam, png, step, params, decimals, attention=None
 
     loaded = load_model(directory)
     model = loaded.model
-    if text:
+    shown = {}  # line number (1-based) -> (translation, Matrix, Selection)
+    if lines:
         # Everything that can be refused is checked before any table is printed.
         # The run's own search (as `translate` uses it), with --beam if given.
         search = SearchConfig(**loaded.metadata.get("decoding", {}))
         search = dataclasses.replace(search, beam_size=beam or search.beam_size, n_best=1)
         translator = loaded.translator(search)
-        [translation] = translator.translate([text])
-        hypothesis = translation.hypotheses[0]
-        if chosen or model.config.decoder == "self-attention":
-            attention = attention or "cross"
-            selection = inspect_self_attention.select(
-                loaded, translator, translation, hypothesis, attention, layer
-            )
-            shown = inspect_self_attention.matrix(selection, attention, layer, head)
-        else:
-            shown = inspect_self_attention.Matrix(
-                list(hypothesis.tokens), list(translation.source_tokens), hypothesis.weights,
-                "attention weights", "output", "source",
-            )
+        numbers = [number for number, line in enumerate(lines, start=1) if line.strip()]
+        translations = translator.translate([lines[number - 1] for number in numbers])
+        for number, translation in zip(numbers, translations):
+            shown[number] = (translation, *_matrix(loaded, translator, translation, chosen,
+                                                   attention, layer, head))
         # --step walks the recurrent decoder's own step, or a query of a self-attention.
         recurrent = attention in (None, "cross") and model.config.decoder != "self-attention"
-        if step is not None and recurrent:
-            check_step(step, hypothesis)
-        elif step is not None and not 1 <= step <= len(selection.queries):
-            raise AttncliError(
-                f"--step {step} is out of range: the {attention} attention has "
-                f"{len(selection.queries)} queries (1..{len(selection.queries)})"
-            )
+        if step is not None:
+            translation, _, selection = shown[1]
+            if recurrent:
+                check_step(step, translation.hypotheses[0])
+            elif not 1 <= step <= len(selection.queries):
+                raise AttncliError(
+                    f"--step {step} is out of range: the {attention or 'cross'} attention "
+                    f"has {len(selection.queries)} queries (1..{len(selection.queries)})"
+                )
+        if png_dir is not None:
+            Path(png_dir).mkdir(exist_ok=True)
     # Piped output is not cut at 80 columns: the tables are the result.
     out = Console(width=None if sys.stdout.isatty() else 200)
     if params:
         out.print(parameter_table(model, decimals))
-    if not text:
+    if not lines:
         return 0
-    out.print(f"{text}  →  {hypothesis.text}", highlight=False, markup=False)
     search_name = "greedy" if search.beam_size == 1 else f"beam {search.beam_size}"
-    out.print(heatmap_table(
-        shown.columns, shown.rows, shown.weights, decimals=decimals,
-        title=f"{shown.title} ({search_name})", row_label=shown.row_label,
-        column_label=shown.column_label,
-    ))
-    if png is not None:
-        try:
-            save_heatmap_png(shown.columns, shown.rows, shown.weights, png,
-                             title=f"{text} → {hypothesis.text}\n{shown.title}",
-                             row_label=shown.row_label, column_label=shown.column_label)
-        except OSError as error:
-            raise AttncliError(f"--png {png}: cannot write it ({error.strerror})") from None
-        out.print(f"saved {png}", highlight=False, markup=False)
+    missing = set()
+    for number, (translation, matrix, _) in shown.items():
+        hypothesis = translation.hypotheses[0]
+        out.print(f"{translation.source}  →  {hypothesis.text}", highlight=False, markup=False)
+        out.print(heatmap_table(
+            matrix.columns, matrix.rows, matrix.weights, decimals=decimals,
+            title=f"{matrix.title} ({search_name})", row_label=matrix.row_label,
+            column_label=matrix.column_label,
+        ))
+        path, option = (png, "--png") if png is not None else (
+            (Path(png_dir) / f"{number:0{len(str(len(lines)))}d}.png", "--png-dir")
+            if png_dir is not None else (None, None)
+        )
+        if path is not None:
+            missing.update(_save_png(
+                matrix, path, f"{translation.source} → {hypothesis.text}\n{matrix.title}",
+                decimals if cell_weights else None, option,
+            ))
+            out.print(f"saved {path}", highlight=False, markup=False)
+    if missing:
+        print(glyph_notice(sorted(missing)), file=sys.stderr)
     if step is None:
         return 0
-    config = model.config
+    translation, _, selection = shown[1]
     if recurrent:
-        walk = step_walk(loaded, translator, translation, hypothesis, step)
-        out.print(step_table(walk, step, f"{config.score}, {config.alignment}", decimals))
+        walk = step_walk(loaded, translator, translation, translation.hypotheses[0], step)
+        out.print(step_table(walk, step, f"{model.config.score}, {model.config.alignment}",
+                             decimals))
     else:
-        walk = inspect_self_attention.step_walk(model, selection, attention, layer, head, step)
-        out.print(inspect_self_attention.walk_table(walk, step, attention, decimals))
+        walk = inspect_self_attention.step_walk(model, selection, attention or "cross", layer,
+                                                head, step)
+        out.print(inspect_self_attention.walk_table(walk, step, attention or "cross",
+                                                    decimals))
     return 0

@@ -17,6 +17,20 @@ Formats:
     tsv    line number, rank, score and translation: one row per hypothesis
     json   one JSON object per input line: source, source tokens, and each
            hypothesis with its tokens, score and attention weights
+
+`--alignments` adds each translation's word alignment in the Pharaoh format, `i-j` for
+source word `i` and target word `j`, 0-based (`attncli.search.alignments` states the
+rule), and prints the translation as its words joined by single spaces, the words `j`
+counts (punctuation marks apart, subword pieces glued), as OpenNMT-py's `-report_align`:
+
+    text   WORDS ||| ALIGNMENT (with `--n-best N`: N such pairs, joined by " ||| ")
+    tsv    a fifth column, the alignment
+    json   `source_words` (the words `i` counts), and `words` and `alignment` in each
+           hypothesis
+
+`--replace-unk` replaces each `[UNK]` of a word-level target by the source word it is
+aligned to; on a subword- or character-level target it is refused (no `[UNK]` stands
+for a whole word there).
 """
 
 import io
@@ -141,6 +155,17 @@ def search_config(base, beam, alpha, n_best):
         raise AttncliError(f"{error}; adjust --beam / --n-best / --alpha") from None
 
 
+def aligned(results, levels, translator, replace_unk):
+    """`(results, alignments)`: each result's hypotheses aligned (`[UNK]` replaced if
+    `replace_unk`); an empty line (None) has no hypotheses to align."""
+    from attncli.search.alignments import align_translation
+
+    detokenize = translator.detokenize if replace_unk else None
+    pairs = [align_translation(result, *levels, detokenize) if result is not None
+             else (None, []) for result in results]
+    return [result for result, _ in pairs], [links for _, links in pairs]
+
+
 def translate_lines(translator, lines, batch_size=64):
     """Translations of `lines`, None for an empty line (it is not translated)."""
     filled = [index for index, line in enumerate(lines) if line.strip()]
@@ -151,41 +176,54 @@ def translate_lines(translator, lines, batch_size=64):
     return output
 
 
-def format_line(number, result, output_format):
-    """The stdout text of one input line's result (no trailing newline)."""
+def _words(alignment):
+    return " ".join(word.text for word in alignment.target_words)
+
+
+def format_line(number, result, output_format, alignments=None):
+    """The stdout text of one input line's result (no trailing newline).
+
+    `alignments`, one `WordAlignment` per hypothesis (an empty list for an empty line),
+    are printed as the module says; None: no alignments.
+    """
     if output_format == "text":
         if result is None:
             return ""
+        if alignments is not None:
+            return " ||| ".join(f"{_words(a)} ||| {a.pharaoh()}" for a in alignments)
         return " ||| ".join(hypothesis.text for hypothesis in result.hypotheses)
     if output_format == "tsv":
         if result is None:
-            return f"{number}\t1\t\t"
+            return f"{number}\t1\t\t" + ("\t" if alignments is not None else "")
         return "\n".join(
-            f"{number}\t{rank}\t{hypothesis.score:.4f}\t{hypothesis.text}"
+            f"{number}\t{rank}\t{hypothesis.score:.4f}\t" + (
+                hypothesis.text if alignments is None
+                else f"{_words(alignments[rank - 1])}\t{alignments[rank - 1].pharaoh()}"
+            )
             for rank, hypothesis in enumerate(result.hypotheses, start=1)
         )
     if result is None:
-        return json.dumps({"line": number, "source": "", "hypotheses": []})
-    return json.dumps(
-        {
-            "line": number,
-            "source": result.source,
-            "source_tokens": list(result.source_tokens),
-            "hypotheses": [
-                {
-                    "text": hypothesis.text,
-                    "tokens": list(hypothesis.tokens),
-                    "score": round(float(hypothesis.score), 6),
-                    "weights": [
-                        [round(float(weight), 5) for weight in row]
-                        for row in hypothesis.weights
-                    ],
-                }
-                for hypothesis in result.hypotheses
+        empty = {"line": number, "source": "", "hypotheses": []}
+        return json.dumps(empty if alignments is None else {**empty, "source_words": []})
+    line = {"line": number, "source": result.source,
+            "source_tokens": list(result.source_tokens)}
+    if alignments is not None:
+        line["source_words"] = [word.text for word in alignments[0].source_words]
+    line["hypotheses"] = []
+    for rank, hypothesis in enumerate(result.hypotheses):
+        entry = {
+            "text": hypothesis.text,
+            "tokens": list(hypothesis.tokens),
+            "score": round(float(hypothesis.score), 6),
+            "weights": [
+                [round(float(weight), 5) for weight in row] for row in hypothesis.weights
             ],
-        },
-        ensure_ascii=False,
-    )
+        }
+        if alignments is not None:
+            entry["words"] = [word.text for word in alignments[rank].target_words]
+            entry["alignment"] = alignments[rank].pharaoh()
+        line["hypotheses"].append(entry)
+    return json.dumps(line, ensure_ascii=False)
 
 
 def read_references(reference_path, count):
@@ -222,8 +260,18 @@ def reference_scores(task, best, references):
     return f"BLEU {scores.bleu:.2f}  chrF {scores.chrf:.2f}  ({scores.bleu_signature})"
 
 
+def check_replace_unk(target_level):
+    """Refuse `--replace-unk` unless the target is word-level."""
+    if target_level != "word":
+        raise AttncliError(
+            f"--replace-unk copies source words into [UNK] outputs of word-level models; "
+            f"this model's target is {target_level}-level, where [UNK] is no whole word: "
+            "drop --replace-unk"
+        )
+
+
 def translate(*, run_path, texts, input_file, beam, alpha, n_best, output_format, reference,
-              batch_size, console):
+              batch_size, console, alignments=False, replace_unk=False):
     """Run `attncli translate`; returns the process exit code."""
     if output_format not in FORMATS:
         raise AttncliError(
@@ -244,16 +292,24 @@ def translate(*, run_path, texts, input_file, beam, alpha, n_best, output_format
     written, best = 0, []
     try:
         loaded = load_model(directory)
+        levels = loaded.source_tokenizer.level, loaded.target_tokenizer.level
+        if replace_unk:
+            check_replace_unk(levels[1])
         base = SearchConfig(**loaded.metadata.get("decoding", {}))
         translator = loaded.translator(
-            search_config(base, beam, alpha, n_best), attention_weights=output_format == "json"
+            search_config(base, beam, alpha, n_best),
+            attention_weights=output_format == "json" or alignments or replace_unk,
         )
         quiet = source.interactive or sys.stdout.isatty()
         with (nullcontext() if quiet else console.status("translating")) as status:
             for lines in source.batches(batch_size * BUFFERED_BATCHES):
                 results = translate_lines(translator, lines, batch_size=batch_size)
+                links = [None] * len(results)
+                if alignments or replace_unk:
+                    results, links = aligned(results, levels, translator, replace_unk)
                 sys.stdout.write("".join(
-                    format_line(written + row, result, output_format) + "\n"
+                    format_line(written + row, result, output_format,
+                                links[row - 1] if alignments else None) + "\n"
                     for row, result in enumerate(results, start=1)
                 ))
                 sys.stdout.flush()

@@ -165,6 +165,11 @@ class Translator:
                 results[index] = self._translation(batch[row], arrays, row)
         return results
 
+    def detokenize(self, tokens):
+        """The text of a list of target tokens, as a translation's text is made."""
+        ragged = tf.ragged.constant([tokens], dtype=tf.string)
+        return self.target_tokenizer.detokenize(ragged)[0].numpy().decode("utf-8")
+
     def _translation(self, source, arrays, row):
         """The `Translation` of row `row` of a batch's outputs, as NumPy `arrays`."""
         source_tokens = [
