@@ -35,7 +35,8 @@ KINDS = {
     "rnn-bahdanau": (dict(decoder="bahdanau", score="additive", cell="lstm"), "word",
                      {"--n-best": "2"}),
     "self-attention": (dict(encoder="self-attention", decoder="self-attention", heads=2,
-                            encoder_layers=2, decoder_layers=2), "char", {}),
+                            encoder_layers=2, decoder_layers=2, tie_embeddings="target"),
+                       "char", {}),
     "hybrid": (dict(encoder="self-attention", decoder="luong", heads=2), "subword",
                {"--beam": "2", "--alpha": "0.2"}),
 }
