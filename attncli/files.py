@@ -9,9 +9,12 @@ leaves the old file as it was and no temporary file behind.
 
 `replace_directory` does the same for a directory written as a whole (a model): a new
 temporary directory beside it, every file in it synced, then swapped in.
+`new_directory` writes one the same way but never replaces anything: its destination
+must be absent or empty (an exported SavedModel goes where the user says).
 """
 
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -67,6 +70,62 @@ def replace_directory(destination):
     removed and `destination` is untouched.
     """
     destination = Path(destination)
+    with _staged(destination) as staging:
+        yield staging
+    ready = _ready(staging, destination)
+    retired = None
+    if destination.exists():
+        retired = tempfile.mkdtemp(prefix=f".{destination.name}.old.", dir=destination.parent)
+        os.replace(destination, retired)
+    os.replace(ready, destination)
+    _sync(destination.parent)
+    if retired is not None:
+        shutil.rmtree(retired)
+
+
+@contextlib.contextmanager
+def new_directory(destination):
+    """Context manager: a new directory beside `destination`, renamed to it on success;
+    what is at `destination` is never replaced.
+
+    Like `replace_directory`, but `destination` must be absent or an empty directory,
+    and the finished directory takes its name with one `os.rename`, which fails (and
+    the finished directory is removed) if by then something else is there: a file, or
+    a directory that is no longer empty.
+
+    Raises:
+        FileExistsError: when `destination` is not absent or an empty directory, on
+            entering or at the rename.
+    """
+    destination = Path(destination)
+    if not vacant(destination):
+        raise FileExistsError(errno.EEXIST, "exists and is not an empty directory",
+                              str(destination))
+    with _staged(destination) as staging:
+        yield staging
+    ready = _ready(staging, destination)
+    try:
+        os.rename(ready, destination)
+    except OSError as error:
+        shutil.rmtree(ready, ignore_errors=True)
+        raise FileExistsError(
+            errno.EEXIST, f"{destination} was filled while it was being written", str(destination)
+        ) from error
+    _sync(destination.parent)
+
+
+def vacant(path):
+    """Whether `path` is absent or an empty directory (a dangling link is not absent)."""
+    path = Path(path)
+    if path.is_dir() and not path.is_symlink():
+        return not any(path.iterdir())
+    return not (path.exists() or path.is_symlink())
+
+
+@contextlib.contextmanager
+def _staged(destination):
+    """A new temporary directory beside `destination`: yielded, then every file in it
+    synced; removed if the block fails."""
     destination.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", dir=destination.parent))
     try:
@@ -79,20 +138,19 @@ def replace_directory(destination):
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    # Renamed once whole, so that what a killed writer left tells a complete new
-    # directory (`.NAME.ready.*`) from a half-written one (`.NAME.*`).
+
+
+def _ready(staging, destination):
+    """Renames a finished `staging` directory `.NAME.ready.*` and returns its new path.
+
+    Renamed once whole, so that what a killed writer left tells a complete new
+    directory (`.NAME.ready.*`) from a half-written one (`.NAME.*`).
+    """
     ready = staging.with_name(staging.name.replace(f".{destination.name}.",
                                                   f".{destination.name}.ready.", 1))
     os.replace(staging, ready)
     _sync(destination.parent)
-    retired = None
-    if destination.exists():
-        retired = tempfile.mkdtemp(prefix=f".{destination.name}.old.", dir=destination.parent)
-        os.replace(destination, retired)
-    os.replace(ready, destination)
-    _sync(destination.parent)
-    if retired is not None:
-        shutil.rmtree(retired)
+    return ready
 
 
 def _sync(path):

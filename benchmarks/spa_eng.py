@@ -142,7 +142,7 @@ def train_tutorial(minutes, data_dir, scratch):
         ids = parts.source_tokenizer.encode(tf.constant(sources[start : start + 64]))
         texts = parts.target_tokenizer.decode(loop(ids.to_tensor())).numpy()
         outputs.extend(text.decode("utf-8") for text in texts)
-    normalise = reference_normaliser(config.data.target, parts.target_tokenizer)
+    normalise = reference_normaliser(parts.target_tokenizer)
     figures = score_outputs("translation", outputs, normalised_references(references, normalise))
     return {"steps": steps, "tokens_per_second": rate, "parameters": model.count_params(),
             "greedy": figures}
@@ -162,7 +162,7 @@ def score_attncli_greedy(run_dir, data_dir):
     loaded = load_model(Path(run_dir) / "model")
     greedy = SearchConfig(beam_size=1, n_best=1, max_length_ratio=0.0,
                           max_length_offset=MAX_LENGTH)
-    normalise = reference_normaliser(config.data.target, loaded.target_tokenizer)
+    normalise = reference_normaliser(loaded.target_tokenizer)
     figures, _ = evaluate_corpus(
         loaded.translator(greedy, attention_weights=False), held_out, "translation",
         normalise=normalise,

@@ -64,6 +64,11 @@ class PositionalEmbedding(keras.layers.Layer):
         encoding: `"sinusoidal"` or `"learned"`. Defaults to `"sinusoidal"`.
         max_length: int >= 1, the rows of the learned table; needed by
             `encoding="learned"` only. Defaults to None.
+        token_embedding: a `keras.layers.Embedding` of `(vocab_size, output_dim)`
+            to use as `E`, shared with another layer (tied embeddings, e.g. an
+            output layer reading `E^T`), or None for a new one. Serialised with
+            the layer, so a layer rebuilt from its config has its own copy.
+            Defaults to None.
         **kwargs: passed to `keras.layers.Layer` (`name`, `dtype`, ...).
 
     Call arguments:
@@ -84,7 +89,7 @@ class PositionalEmbedding(keras.layers.Layer):
     """
 
     def __init__(self, vocab_size, output_dim, mask_zero=False, encoding="sinusoidal",
-                 max_length=None, **kwargs):
+                 max_length=None, token_embedding=None, **kwargs):
         super().__init__(**kwargs)
         if encoding not in ("sinusoidal", "learned"):
             raise ValueError(
@@ -102,16 +107,26 @@ class PositionalEmbedding(keras.layers.Layer):
         self.mask_zero = mask_zero
         self.encoding = encoding
         self.max_length = max_length
-        self.token_embedding = keras.layers.Embedding(
-            vocab_size,
-            output_dim,
-            mask_zero=mask_zero,
-            dtype=self.dtype_policy,
-            name="token_embedding",
-        )
+        self.shares_token_embedding = token_embedding is not None
+        if token_embedding is None:
+            token_embedding = keras.layers.Embedding(
+                vocab_size,
+                output_dim,
+                mask_zero=mask_zero,
+                dtype=self.dtype_policy,
+                name="token_embedding",
+            )
+        elif (token_embedding.input_dim, token_embedding.output_dim) != (vocab_size, output_dim):
+            raise ValueError(
+                "`token_embedding` must have `vocab_size` rows of `output_dim` values "
+                f"({vocab_size}, {output_dim}). Received: token_embedding of shape "
+                f"({token_embedding.input_dim}, {token_embedding.output_dim})"
+            )
+        self.token_embedding = token_embedding
 
     def build(self, input_shape):
-        self.token_embedding.build(input_shape)
+        if not self.token_embedding.built:  # a shared one may be
+            self.token_embedding.build(input_shape)
         if self.encoding == "learned":
             self.position_table = self.add_weight(
                 name="position_table", shape=(self.max_length, self.output_dim),
@@ -144,5 +159,18 @@ class PositionalEmbedding(keras.layers.Layer):
             "mask_zero": self.mask_zero,
             "encoding": self.encoding,
             "max_length": self.max_length,
+            "token_embedding": (
+                keras.saving.serialize_keras_object(self.token_embedding)
+                if self.shares_token_embedding else None
+            ),
         })
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if config.get("token_embedding") is not None:
+            config["token_embedding"] = keras.saving.deserialize_keras_object(
+                config["token_embedding"]
+            )
+        return cls(**config)

@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -26,6 +27,22 @@ def attncli(*args, cwd, stdin=None, timeout=300):
         [sys.executable, "-m", "attncli", *map(str, args)],
         cwd=cwd, input=stdin, capture_output=True, text=True, timeout=timeout, env=ENV,
     )
+
+
+def train_before_tensorflow(*args, cwd):
+    """`attncli train ARGS` in a Python that then prints `EXIT code` and `HEAVY [...]`,
+    the heavy modules (TensorFlow, Keras) imported by then, on stdout."""
+    code = textwrap.dedent(f"""
+        import runpy, sys
+        sys.argv = ["attncli", "train", *{[str(arg) for arg in args]!r}]
+        try:
+            runpy.run_module("attncli", run_name="__main__")
+        except SystemExit as exit:
+            print("EXIT", exit.code)
+        print("HEAVY", sorted(name for name in ("tensorflow", "keras") if name in sys.modules))
+    """)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=cwd, env=ENV)
 
 
 def succeeds(result):

@@ -101,6 +101,14 @@ def test_overrides_parse_yaml_scalars_and_create_sections():
     assert run.bidirectional is False
 
 
+def test_an_override_of_an_aliased_section_changes_that_section_only(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("data:\n  source: &side {lowercase: false, level: word}\n  target: *side\n")
+    mapping = apply_overrides(load_yaml(path), ["data.target.lowercase=true"])
+    assert mapping["data"]["target"] == {"lowercase": True, "level": "word"}
+    assert mapping["data"]["source"] == {"lowercase": False, "level": "word"}
+
+
 @pytest.mark.parametrize("override", ["novalue", "=3", "model..units=3"])
 def test_malformed_override(override):
     with pytest.raises(ConfigError, match="expected KEY.PATH=VALUE"):

@@ -286,8 +286,10 @@ def test_two_local_workers_match_one_device_and_only_the_chief_writes_the_run(
     assert record["step"] == reference["step"]
     for name in ("metrics.jsonl", "train.log", "model/config.json", "checkpoints/checkpoint"):
         assert (run / name).is_file(), name
+    for name in ("train", "valid"):
+        assert list((run / "events" / name).glob("events.out.tfevents.*")), name
     assert (worker / "checkpoints" / "checkpoint").is_file()
-    for name in ("metrics.jsonl", "train.log", "model"):
+    for name in ("metrics.jsonl", "train.log", "model", "events"):
         assert not (worker / name).exists(), name
 
 

@@ -2,11 +2,13 @@
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
 from attncli import files
 from attncli.files import (
+    new_directory,
     replace_directory,
     write_atomically,
     write_json_atomically,
@@ -85,3 +87,54 @@ def test_a_directory_is_replaced_whole_or_not_at_all(tmp_path):
         write_text_atomically(staging / "weights", "3")
     assert sorted(path.name for path in model.iterdir()) == ["weights"]
     assert [path.name for path in tmp_path.iterdir()] == ["model"]
+
+
+def test_a_new_directory_goes_where_nothing_or_an_empty_directory_was(tmp_path):
+    for name, make in (("absent", None), ("empty", Path.mkdir)):
+        destination = tmp_path / "exports" / name
+        if make is not None:
+            destination.parent.mkdir(exist_ok=True)
+            make(destination)
+        with new_directory(destination) as staging:
+            assert staging.parent == destination.parent
+            write_text_atomically(staging / "saved_model.pb", name)
+            assert not (destination / "saved_model.pb").exists()
+        assert (destination / "saved_model.pb").read_text() == name
+    assert sorted(path.name for path in (tmp_path / "exports").iterdir()) == ["absent", "empty"]
+
+
+@pytest.mark.parametrize("occupant", ["file", "directory with a file", "link"])
+def test_a_new_directory_never_replaces_what_is_there(tmp_path, occupant):
+    destination = tmp_path / "exported"
+    if occupant == "file":
+        destination.write_text("mine")
+    elif occupant == "link":
+        (tmp_path / "elsewhere").mkdir()
+        destination.symlink_to(tmp_path / "elsewhere")
+    else:
+        destination.mkdir()
+        (destination / "notes.txt").write_text("mine")
+    before = sorted(path.name for path in tmp_path.iterdir())
+    with pytest.raises(FileExistsError):
+        with new_directory(destination):
+            pass
+    assert sorted(path.name for path in tmp_path.iterdir()) == before
+
+
+def test_a_destination_filled_while_writing_is_kept_and_the_new_one_dropped(tmp_path):
+    destination = tmp_path / "exported"
+    with pytest.raises(FileExistsError):
+        with new_directory(destination) as staging:
+            write_text_atomically(staging / "saved_model.pb", "new")
+            destination.mkdir()
+            (destination / "notes.txt").write_text("mine")
+    assert [path.name for path in destination.iterdir()] == ["notes.txt"]
+    assert [path.name for path in tmp_path.iterdir()] == ["exported"]
+
+
+def test_a_failed_new_directory_leaves_nothing(tmp_path):
+    with pytest.raises(RuntimeError):
+        with new_directory(tmp_path / "exported") as staging:
+            write_text_atomically(staging / "saved_model.pb", "half")
+            raise RuntimeError("interrupted")
+    assert list(tmp_path.iterdir()) == []

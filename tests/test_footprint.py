@@ -15,6 +15,9 @@ CONFIGS = [
     {"encoder": "self-attention", "encoder_layers": 2, "embedding_dim": 64, "units": 48},
     {"encoder": "self-attention", "decoder": "self-attention", "decoder_layers": 2,
      "embedding_dim": 64, "heads": 2, "score": "scaled_dot", "feed_forward_dim": 96},
+    {"decoder": "bahdanau", "tie_embeddings": "target"},
+    {"encoder": "self-attention", "decoder": "self-attention", "embedding_dim": 64,
+     "tie_embeddings": "target"},
 ]
 
 

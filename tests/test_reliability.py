@@ -15,7 +15,7 @@ import time
 
 import pytest
 from attncli_runs import (  # noqa: F401  (run and trained are fixtures)
-    ENV, TINY, attncli, run, start, stop, succeeds, trained, wait_for,
+    ENV, TINY, attncli, run, start, stop, succeeds, train_before_tensorflow, trained, wait_for,
 )
 from cli_errors import one_line_error
 
@@ -84,18 +84,8 @@ def test_training_run_refuses_other_writers_and_serves_readers(run, tmp_path):
 
 
 def test_a_config_error_is_reported_before_tensorflow_is_imported(tmp_path):
-    code = textwrap.dedent(f"""
-        import runpy, sys
-        sys.argv = ["attncli", "train", {str(TINY)!r}, "--run-dir", "run",
-                    "--set", "model.units=many"]
-        try:
-            runpy.run_module("attncli", run_name="__main__")
-        except SystemExit as exit:
-            print("EXIT", exit.code)
-        print("HEAVY", sorted(name for name in ("tensorflow", "keras") if name in sys.modules))
-    """)
-    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                               timeout=120, cwd=tmp_path, env=ENV)
+    completed = train_before_tensorflow(TINY, "--run-dir", "run", "--set", "model.units=many",
+                                        cwd=tmp_path)
     assert "EXIT 2" in completed.stdout and "HEAVY []" in completed.stdout, completed
     assert "model.units" in completed.stderr
     assert not (tmp_path / "run").exists()

@@ -1,12 +1,11 @@
-"""Model directories and SavedModel exports: what is read back translates identically,
-in a fresh process, and the export needs TensorFlow and tensorflow-text only."""
+"""Model directories: what is read back translates identically, in a fresh process
+(the SavedModel export is tested in test_export.py)."""
 
 import json
 import os
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 from spa_eng_parts import REPO, SENTENCES, model_and_tokenizers
@@ -125,54 +124,3 @@ def test_loading_what_is_not_a_model_is_a_one_line_error(tmp_path):
     for error in (missing, other):
         assert "\n" not in str(error.value)
 
-
-SERVE_WITHOUT_ATTNCLI = """
-import json, sys
-sys.modules["attncli"] = None  # any import of attncli (or of its layers) now fails
-sys.modules["layers"] = None
-import tensorflow as tf
-import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
-exported = tf.saved_model.load(sys.argv[1])
-texts = tf.constant(json.loads(sys.argv[2]))
-results = {}
-for name in ("greedy", "beam", "serving_default"):
-    outputs = exported.signatures[name](texts=texts)
-    results[name] = {
-        "translations": [
-            [t.decode("utf-8") for t in row] for row in outputs["translations"].numpy()
-        ],
-        "scores": outputs["scores"].numpy().tolist(),
-    }
-print(json.dumps(results))
-"""
-
-
-@pytest.mark.slow
-def test_the_exported_saved_model_serves_without_attncli(parts, tmp_path):
-    model, source_tokenizer, target_tokenizer = parts
-    exported = tmp_path / "exported"
-    saving.export_saved_model(
-        exported, model, source_tokenizer, target_tokenizer, beam_size=3,
-        max_length_ratio=1.0, max_length_offset=4,
-    )
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    completed = subprocess.run(
-        [sys.executable, "-I", "-c", SERVE_WITHOUT_ATTNCLI, str(exported), json.dumps(SENTENCES)],
-        cwd=elsewhere, capture_output=True, text=True,
-        env={**env, "TF_CPP_MIN_LOG_LEVEL": "2"},
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    served = json.loads(completed.stdout)
-    for name, search in (("greedy", GREEDY), ("beam", BEAM)):
-        translations = Translator(model, source_tokenizer, target_tokenizer, search).translate(
-            SENTENCES
-        )
-        expected = [[h.text for h in t.hypotheses] for t in translations]
-        assert served[name]["translations"] == expected
-        np.testing.assert_allclose(
-            served[name]["scores"], [[h.score for h in t.hypotheses] for t in translations],
-            rtol=1e-5,
-        )
-    assert served["serving_default"] == served["greedy"]

@@ -3,7 +3,9 @@
 `translate_outputs.json` beside this file holds what the command printed before its
 results were taken out of the graph in batch form and streamed (commit 0c91dc0, a
 translation per sentence sliced from ragged tensors, all input read first): every later
-version must print the same bytes. Regenerate it only for an intended change of output:
+version must print the same bytes. Regenerate it only for an intended change of output (the
+`--reference` line was, when references came to be normalised like the target side and the
+line to name the form):
 
     PYTHONPATH=. python tests/test_translate_outputs.py
 """

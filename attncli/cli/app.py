@@ -294,6 +294,48 @@ def translate(
     raise typer.Exit(code=code)
 
 
+@app.command("export")
+def export(
+    ctx: typer.Context,
+    run: Annotated[Path, typer.Argument(help="A run directory (or a model directory).")],
+    directory: Annotated[
+        Path, typer.Argument(help="Where the SavedModel goes: a new or empty directory.")
+    ],
+    beam: Annotated[
+        int | None,
+        typer.Option(help="Beam size of the beam signature; 1 is greedy.",
+                     show_default="the run's"),
+    ] = None,
+    alpha: Annotated[
+        float | None,
+        typer.Option(help="Length penalty exponent of both signatures.",
+                     show_default="the run's"),
+    ] = None,
+    n_best: Annotated[
+        int | None,
+        typer.Option(help="Translations per sentence of the beam signature.",
+                     show_default="the run's"),
+    ] = None,
+    samples: Annotated[
+        list[str] | None,
+        typer.Option("--sample", help="A sentence for the check (repeatable).",
+                     show_default="words of the source vocabulary"),
+    ] = None,
+):
+    """Export a trained model as a TensorFlow SavedModel: strings in, translations out.
+
+    Signatures greedy and beam, tokenizers in the graph; checked in a fresh Python.
+    """
+    from attncli.cli.export_command import export as run_export
+
+    code = run_export(
+        run_path=run, destination=directory, beam=beam, alpha=alpha, n_best=n_best,
+        samples=samples or [], console=_stderr_console(),
+        load_tensorflow=lambda: _load_tensorflow(ctx),
+    )
+    raise typer.Exit(code=code)
+
+
 @app.command("inspect-weights")
 def inspect_weights(
     ctx: typer.Context,

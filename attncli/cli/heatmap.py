@@ -169,22 +169,22 @@ def _wrapped(title, caption, renderer, width):
     return "\n".join(lines)
 
 
-def save_heatmap_png(source_tokens, output_tokens, weights, path, title=None,
-                     row_label="output", column_label="source", cell_decimals=None):
-    """Save the attention matrix as a labelled PNG (`heatmap_figure`), written atomically.
+def heatmap_png(source_tokens, output_tokens, weights, title=None, row_label="output",
+                column_label="source", cell_decimals=None):
+    """The attention matrix as a labelled PNG (`heatmap_figure`), in memory.
 
     Labels in scripts matplotlib's default font lacks (Han, Kana, Hangul, ...) are drawn
     with an installed font that has them (`attncli.cli.fonts`).
 
     Returns:
-        The sorted characters no installed font has (drawn as boxes), for the caller to
-        report; empty when every label rendered.
+        `(png, missing)`: the PNG file's bytes, and the sorted characters no installed
+        font has (drawn as boxes), for the caller to report; empty when every label
+        rendered.
     """
     import io
     import warnings
 
     from attncli.cli.fonts import font_families
-    from attncli.files import write_atomically
 
     texts = [*source_tokens, *output_tokens, title or "", row_label, column_label]
     families, missing = font_families(texts)
@@ -195,5 +195,20 @@ def save_heatmap_png(source_tokens, output_tokens, weights, path, title=None,
                                 column_label, cell_decimals, families)
         data = io.BytesIO()
         figure.savefig(data, format="png", dpi=_DPI)
-    write_atomically(path, data.getvalue())
+    return data.getvalue(), missing
+
+
+def save_heatmap_png(source_tokens, output_tokens, weights, path, title=None,
+                     row_label="output", column_label="source", cell_decimals=None):
+    """Save the attention matrix as a labelled PNG (`heatmap_png`), written atomically.
+
+    Returns:
+        The sorted characters no installed font has (drawn as boxes), for the caller to
+        report; empty when every label rendered.
+    """
+    from attncli.files import write_atomically
+
+    png, missing = heatmap_png(source_tokens, output_tokens, weights, title, row_label,
+                               column_label, cell_decimals)
+    write_atomically(path, png)
     return missing

@@ -165,6 +165,7 @@ def _train(config, run, role, run_dir, data_dir, resume, console):
             "addresses and that its ports are free"
         ) from None
 
+    from attncli.cli.heatmap import heatmap_png
     from attncli.cli.progress import TrainingDisplay
     from attncli.cli.train_failures import explain
     from attncli.training.trainer import Interrupted, Trainer
@@ -179,7 +180,8 @@ def _train(config, run, role, run_dir, data_dir, resume, console):
     with TrainingDisplay(console) as display:
         try:
             trainer = Trainer.from_config(config, run, display, data_dir=data_dir, resume=resume,
-                                          strategy=strategy, is_chief=role is None or role.is_chief)
+                                          strategy=strategy, is_chief=role is None or role.is_chief,
+                                          draw_attention=heatmap_png)
             summary = trainer.fit()
         except Interrupted as interruption:
             display.message(

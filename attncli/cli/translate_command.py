@@ -247,17 +247,24 @@ def check_alignment(path, references, count):
         )
 
 
-def reference_scores(task, best, references):
-    """The corpus metric of the best translations (strings) against the reference lines."""
+def reference_scores(task, best, references, target_tokenizer):
+    """The corpus metric of the best translations (strings) against the reference lines,
+    scored as validation scores: references are first written the way the model's target
+    side is (`reference_normaliser`), and the line says which form was compared."""
+    from attncli.search.evaluation import reference_form, reference_normaliser
     from attncli.search.metrics import pronunciation_scores, translation_scores
 
+    normalise = reference_normaliser(target_tokenizer)
+    if normalise is not None:
+        references = normalise(references)
+    form = reference_form(target_tokenizer)
     if task == "pronunciation":
         scores = pronunciation_scores(
             [text.split() for text in best], [[reference.split()] for reference in references]
         )
-        return f"PER {scores.per:.2f}  WER {scores.wer:.2f}  ({scores.words} words)"
+        return f"PER {scores.per:.2f}  WER {scores.wer:.2f}  ({scores.words} words; {form})"
     scores = translation_scores(best, references)
-    return f"BLEU {scores.bleu:.2f}  chrF {scores.chrf:.2f}  ({scores.bleu_signature})"
+    return f"BLEU {scores.bleu:.2f}  chrF {scores.chrf:.2f}  ({form}; {scores.bleu_signature})"
 
 
 def check_replace_unk(target_level):
@@ -328,5 +335,6 @@ def translate(*, run_path, texts, input_file, beam, alpha, n_best, output_format
     if references is not None:
         check_alignment(Path(reference), references, written)
         task = loaded.metadata.get("task", "translation")
-        console.print(reference_scores(task, best, references), highlight=False)
+        line = reference_scores(task, best, references, loaded.target_tokenizer)
+        console.print(line, highlight=False, soft_wrap=True)
     return 0

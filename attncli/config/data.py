@@ -93,6 +93,13 @@ class DataConfig:
         strict: stop at the first bad line instead of skipping bad lines with a
             warning. Defaults to False.
         source, target: `SideConfig` of each side.
+        shared_vocab: one vocabulary for both sides, learned from the source and
+            target training text together (word counts summed, or WordPiece learned
+            from both), so that a word spelt alike on both sides has one id; needed
+            by `model.tie_embeddings: all`. The two sides must then be tokenized
+            alike (every `SideConfig` key equal). The run directory still holds
+            `source.vocab.txt` and `target.vocab.txt`, the same list twice.
+            Defaults to False.
         source_end: append the end token to every source. Defaults to False.
         max_length: training pairs with more tokens on either side are dropped.
             Defaults to 50.
@@ -120,6 +127,7 @@ class DataConfig:
     strict: bool = False
     source: SideConfig = dataclasses.field(default_factory=SideConfig)
     target: SideConfig = dataclasses.field(default_factory=SideConfig)
+    shared_vocab: bool = False
     source_end: bool = False
     max_length: int = 50
     batch_size: int = 64
@@ -171,6 +179,22 @@ class DataConfig:
                 raise ValueError(f"{name} must be >= 1. Received: {name}={getattr(self, name)}")
         if self.tokens_per_batch is not None and not self.bucketing:
             raise ValueError("tokens_per_batch needs bucketing: true")
+        if self.shared_vocab:
+            self._check_sides_alike()
+
+    def _check_sides_alike(self):
+        source, target = dataclasses.asdict(self.source), dataclasses.asdict(self.target)
+        differing = [name for name in source if source[name] != target[name]]
+        if differing:
+            received = ", ".join(
+                f"source.{name}={source[name]!r}, target.{name}={target[name]!r}"
+                for name in differing
+            )
+            raise ValueError(
+                "shared_vocab: true learns one vocabulary for both sides, so they must be "
+                f"tokenized alike; make {', '.join(differing)} the same on both sides. "
+                f"Received: {received}"
+            )
 
     @property
     def task(self):

@@ -80,6 +80,12 @@ class ModelConfig:
             (positions past it share its last row). Defaults to 256.
         attention_dropout: float in `[0, 1)`, dropout on the self-attention
             blocks' attention weights. Defaults to 0.0.
+        tie_embeddings: `"none"`, `"target"` (the output layer's weight is the
+            target embedding matrix: `logits = features E^T + b`, Press & Wolf
+            2017; Vaswani et al. 2017, section 3.4) or `"all"` (the source
+            embedding is that matrix too: needs one vocabulary for both sides,
+            `data.shared_vocab`). An RNN decoder's features have `units`
+            values, so tying needs `units = embedding_dim`. Defaults to `"none"`.
     """
 
     source_vocab_size: int
@@ -107,6 +113,7 @@ class ModelConfig:
     position_encoding: Literal["sinusoidal", "learned"] = "sinusoidal"
     max_positions: int = 256
     attention_dropout: float = 0.0
+    tie_embeddings: Literal["none", "target", "all"] = "none"
 
     def __post_init__(self):
         for name in ("source_vocab_size", "target_vocab_size"):
@@ -133,6 +140,7 @@ class ModelConfig:
                     f"{name} must be in [0, 1). Received: {name}={getattr(self, name)}"
                 )
         self._check_self_attention()
+        self._check_tied_embeddings()
         if ALIGNMENTS[self.alignment].local and self.score not in LOCAL_SCORES:
             raise ValueError(
                 f"alignment={self.alignment!r} needs one of Luong's scores "
@@ -182,6 +190,24 @@ class ModelConfig:
             raise ValueError(
                 "the self-attention decoder's cross-attention is global. "
                 f"Received: alignment={self.alignment!r}"
+            )
+
+    def _check_tied_embeddings(self):
+        if self.tie_embeddings == "none":
+            return
+        if self.decoder != "self-attention" and self.units != self.embedding_dim:
+            raise ValueError(
+                f"tie_embeddings={self.tie_embeddings!r} makes the target embedding matrix "
+                f"the output layer's weight, which reads the {self.decoder} decoder's "
+                "features of `units` values: make units and embedding_dim equal. "
+                f"Received: units={self.units}, embedding_dim={self.embedding_dim}"
+            )
+        if self.tie_embeddings == "all" and self.source_vocab_size != self.target_vocab_size:
+            raise ValueError(
+                "tie_embeddings='all' gives both sides one embedding matrix, which needs one "
+                "vocabulary (data.shared_vocab: true). Received: "
+                f"source_vocab_size={self.source_vocab_size}, "
+                f"target_vocab_size={self.target_vocab_size}"
             )
 
     @property

@@ -8,13 +8,14 @@ reported with its full path whichever of the two it came from. No TensorFlow her
 """
 
 import dataclasses
+import math
 from importlib import resources
 
 from attncli.config.schema import ConfigError, apply_overrides, from_mapping, load_yaml
 from attncli.config.data import DataConfig
 from attncli.config.model import ModelConfig
 from attncli.config.search import SearchConfig
-from attncli.config.training import LoopConfig
+from attncli.config.training import LOWER_IS_BETTER, STOP_METRICS, LoopConfig
 from attncli.errors import shown
 
 # The longest file name most filesystems take (NAME_MAX).
@@ -52,6 +53,36 @@ class RunConfig:
                 "name must be a plain folder name (it names runs/NAME): printable, no / or "
                 f"\\, at most {_NAME_BYTES} bytes. Received: name={shown(self.name)}"
             )
+        fitting = STOP_METRICS[self.data.task]
+        if self.training.stop_metric not in (None, *fitting):
+            raise ValueError(
+                f"training.stop_metric must be {', '.join(fitting[:-1])} or {fitting[-1]} "
+                f"for a {self.data.task} task (data.format={self.data.format}). Received: "
+                f"training.stop_metric={self.training.stop_metric}"
+            )
+
+    @property
+    def stop_metric(self):
+        """The validation figure that keeps the best model and counts patience:
+        `training.stop_metric`, or the task's own (`"bleu"`, or `"wer"`)."""
+        return self.training.stop_metric or STOP_METRICS[self.data.task][0]
+
+    @property
+    def stop_figure(self):
+        """The key of the stop metric in an evaluation's record (`"valid_loss"` for loss)."""
+        return "valid_loss" if self.stop_metric == "loss" else self.stop_metric
+
+    def maximised(self, figures):
+        """The stop metric of an evaluation's `figures` (a record) as a value to maximise:
+        the figure itself (BLEU, chrF) or minus it (loss, PER, WER)."""
+        value = figures[self.stop_figure]
+        return -value if self.stop_metric in LOWER_IS_BETTER else value
+
+    def shown_metric(self, maximised):
+        """The stop metric as users read it, from `maximised`'s value (None for -inf)."""
+        if not math.isfinite(maximised):
+            return None
+        return -maximised if self.stop_metric in LOWER_IS_BETTER else maximised
 
     def model_config(self, source_vocab_size, target_vocab_size):
         """The `ModelConfig` of this run for vocabularies of the given sizes."""
@@ -83,6 +114,12 @@ def run_config_from_mapping(mapping):
                  "model")
     mapping.pop("model", None)
     config = from_mapping(RunConfig, mapping)
+    if model.get("tie_embeddings") == "all" and not config.data.shared_vocab:
+        raise ConfigError(
+            "model.tie_embeddings: 'all' gives the source and target one embedding matrix, "
+            "which needs one vocabulary for both sides: set data.shared_vocab: true "
+            "(or tie_embeddings: target). Received: data.shared_vocab=False"
+        )
     return dataclasses.replace(config, model=dict(model))
 
 

@@ -246,12 +246,15 @@ def apply_overrides(mapping, overrides):
         node = mapping
         parts = key.split(".")
         for depth, part in enumerate(parts[:-1]):
-            child = node.setdefault(part, {})
+            child = node.get(part, {})
             if not isinstance(child, dict):
                 prefix = ".".join(parts[: depth + 1])
                 raise ConfigError(
                     f"--set {shown(override)}: {prefix} is a value, not a section"
                 )
+            # A copy: a YAML alias (`target: *side`) shares its section with the anchor,
+            # and an override of one side must not change the other.
+            node[part] = child = dict(child)
             node = child
         node[parts[-1]] = value
     return mapping

@@ -8,6 +8,10 @@ from typing import Literal
 
 from attncli.config.schema import check_choices
 
+# The `stop_metric`s of each task, its own first; and whether a metric is better lower.
+STOP_METRICS = {"translation": ("bleu", "chrf", "loss"), "pronunciation": ("wer", "per", "loss")}
+LOWER_IS_BETTER = ("loss", "per", "wer")
+
 
 @dataclasses.dataclass(frozen=True)
 class TrainingConfig:
@@ -101,7 +105,13 @@ class LoopConfig(TrainingConfig):
         max_minutes: float or None, stop (with a checkpoint and the best model kept)
             once training has run this long. Defaults to None.
         patience: int or None, stop after this many evaluations without a better
-            validation metric. Defaults to None (never stop early).
+            `stop_metric`. Defaults to None (never stop early).
+        stop_metric: the validation figure that chooses the kept model and counts
+            `patience`: `"bleu"`, `"chrf"` or `"loss"` (`valid_loss`, the training
+            objective on the whole validation split) for translation; `"wer"`,
+            `"per"` or `"loss"` for pronunciation. BLEU, chrF: higher is better;
+            loss, PER, WER: lower. None is the task's own, BLEU or WER. A resumed run
+            keeps the one it started with. Defaults to None.
         seed: int in [0, 2**32 - 1], seeds weights, dropout and data order. Defaults to 0.
         checkpoint_every: int >= 1, steps between checkpoints (one is also written
             at the end of each epoch and on interruption). Defaults to 500.
@@ -128,6 +138,7 @@ class LoopConfig(TrainingConfig):
     epochs: int = 10
     max_minutes: float | None = None
     patience: int | None = None
+    stop_metric: Literal["bleu", "chrf", "loss", "per", "wer"] | None = None
     seed: int = 0
     checkpoint_every: int = 500
     eval_sentences: int | None = 500

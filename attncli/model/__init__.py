@@ -4,5 +4,5 @@
 attention reads, `decoder` holds the Bahdanau decoder (query s_{i-1}, context into the
 RNN) and the Luong decoder (RNN first, h̃ = tanh(W_c[c; h]), optional input feeding),
 `encoder_decoder` joins them into one Keras model, and `saving` writes and reads a trained
-model with its vocabularies and exports it as a SavedModel.
+model with its vocabularies (its SavedModel export is `attncli.search.serving`).
 """

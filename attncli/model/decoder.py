@@ -13,6 +13,7 @@ from keras import ops
 
 from attncli.model import recurrent
 from attncli.model.recurrent import make_cell
+from attncli.model.tied_output import TiedOutputProjection
 from attncli.scores import make_attention
 
 
@@ -22,13 +23,19 @@ class AttentionDecoder(keras.layers.Layer):
     Subclasses define `step` and may override `call` with a faster whole-sequence
     path.
 
+    With `tie_output` the output layer is a `TiedOutputProjection` of the
+    embedding, `logits = LayerNorm(features) E^T + b`, which needs `units =
+    embedding_dim`; `embedding` passes in a `keras.layers.Embedding` shared with
+    the encoder (left out of `get_config`).
+
     The decoder state is a tuple: the cell's states (`(h,)` for a GRU, `(h, c)` for
     an LSTM), then `h~_{t-1}` if the decoder feeds it back, then the step number
     `(batch_size,)` int32 if local-m attention needs it.
     """
 
     def __init__(self, vocab_size, embedding_dim, units, cell, memory_dim, score,
-                 alignment="global", window=10, attention_units=None, dropout=0.0, **kwargs):
+                 alignment="global", window=10, attention_units=None, dropout=0.0,
+                 tie_output=False, embedding=None, **kwargs):
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         self.embedding_dim = embedding_dim
@@ -40,9 +47,17 @@ class AttentionDecoder(keras.layers.Layer):
         self.window = window
         self.attention_units = attention_units
         self.dropout = dropout
-        self.embedding = keras.layers.Embedding(
-            vocab_size, embedding_dim, dtype=self.dtype_policy, name="embedding"
-        )
+        self.tie_output = tie_output
+        if tie_output and units != embedding_dim:
+            raise ValueError(
+                "`tie_output=True` needs features of the embedding's size: `units` equal "
+                f"to `embedding_dim`. Received: units={units}, embedding_dim={embedding_dim}"
+            )
+        if embedding is None:
+            embedding = keras.layers.Embedding(
+                vocab_size, embedding_dim, dtype=self.dtype_policy, name="embedding"
+            )
+        self.embedding = embedding
         self.cell = make_cell(cell, units, name=f"{cell}_cell")
         self.attention = make_attention(
             score, alignment, window, attention_units or units, name="attention"
@@ -58,8 +73,10 @@ class AttentionDecoder(keras.layers.Layer):
         self.output_norm = keras.layers.LayerNormalization(
             epsilon=1e-6, dtype=self.dtype_policy, name="output_norm"
         )
-        self.output_layer = keras.layers.Dense(
-            vocab_size, dtype=self.dtype_policy, name="output_projection"
+        self.output_layer = (
+            TiedOutputProjection(self.embedding, dtype=self.dtype_policy, name="output_projection")
+            if tie_output else
+            keras.layers.Dense(vocab_size, dtype=self.dtype_policy, name="output_projection")
         )
 
     @property
@@ -72,7 +89,8 @@ class AttentionDecoder(keras.layers.Layer):
         return self.alignment == "local-m"
 
     def build(self, input_shape=None):
-        self.embedding.build((None, None))
+        if not self.embedding.built:  # a shared one may be
+            self.embedding.build((None, None))
         self.cell.build((None, self.cell_input_dim))
         self.attention.build([(None, None, self.units), (None, None, self.memory_dim)])
         self.output_norm.build((None, self.units))
@@ -170,6 +188,7 @@ class AttentionDecoder(keras.layers.Layer):
             "window": self.window,
             "attention_units": self.attention_units,
             "dropout": self.dropout,
+            "tie_output": self.tie_output,
         })
         return config
 
@@ -180,7 +199,7 @@ class BahdanauDecoder(AttentionDecoder):
 
         c_i = sum_j a_ij h_j,  a_i = softmax_j(score(s_{i-1}, h_j))
         s_i = f(s_{i-1}, [E y_{i-1}; c_i])
-        logits_i = W_o LayerNorm(s_i) + b_o
+        logits_i = W_o LayerNorm(s_i) + b_o     W_o = E with `tie_output`
 
     The query is the previous decoder state `s_{i-1}` (for an LSTM its `h`); the
     context is concatenated with the input embedding and fed to the RNN.
@@ -196,6 +215,11 @@ class BahdanauDecoder(AttentionDecoder):
         window: int, half-width of local attention. Defaults to 10.
         attention_units: int or None, hidden size of concat/additive scores.
         dropout: float, on embeddings and on the features before the output layer.
+        tie_output: bool, the output layer's weight is the embedding matrix:
+            `W_o = E` (`TiedOutputProjection`); needs `units = embedding_dim`.
+            Defaults to False.
+        embedding: a `keras.layers.Embedding` shared with the encoder (tied
+            source and target embeddings), or None for a new one. Defaults to None.
 
     Call arguments:
         target_in_ids: int `(batch_size, T)`, `[bos] + target`.
@@ -238,7 +262,7 @@ class LuongDecoder(AttentionDecoder):
         h_t = f(h_{t-1}, x_t),  x_t = E y_{t-1}  or  [E y_{t-1}; h~_{t-1}] (input feeding)
         c_t = sum_s a_ts h_s,  a_t = align(h_t, h_s)
         h~_t = tanh(W_c [c_t; h_t])
-        logits_t = W_o LayerNorm(h~_t) + b_o
+        logits_t = W_o LayerNorm(h~_t) + b_o    W_o = E with `tie_output`
 
     Without input feeding nothing recurrent depends on attention, so `call` runs the
     RNN over the whole target and attends with one batched product (skipping the

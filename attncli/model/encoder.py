@@ -26,6 +26,9 @@ class Encoder(keras.layers.Layer):
         bidirectional: bool. Defaults to True.
         merge_mode: `"sum"` or `"concat"`. Defaults to `"sum"`.
         dropout: float, dropout on the embeddings and between layers. Defaults to 0.
+        embedding: a `keras.layers.Embedding` of `(vocab_size, embedding_dim)` to read
+            the source with, shared with another layer (tied embeddings), or None
+            for a new one. Left out of `get_config`. Defaults to None.
 
     Call arguments:
         source_ids: int `(batch_size, S)`, right-padded with 0.
@@ -39,7 +42,7 @@ class Encoder(keras.layers.Layer):
     """
 
     def __init__(self, vocab_size, embedding_dim, units, cell, num_layers=1,
-                 bidirectional=True, merge_mode="sum", dropout=0.0, **kwargs):
+                 bidirectional=True, merge_mode="sum", dropout=0.0, embedding=None, **kwargs):
         super().__init__(**kwargs)
         if merge_mode not in ("sum", "concat"):
             raise ValueError(
@@ -53,9 +56,11 @@ class Encoder(keras.layers.Layer):
         self.bidirectional = bidirectional
         self.merge_mode = merge_mode
         self.dropout = dropout
-        self.embedding = keras.layers.Embedding(
-            vocab_size, embedding_dim, dtype=self.dtype_policy, name="embedding"
-        )
+        if embedding is None:
+            embedding = keras.layers.Embedding(
+                vocab_size, embedding_dim, dtype=self.dtype_policy, name="embedding"
+            )
+        self.embedding = embedding
         self.dropout_layer = keras.layers.Dropout(dropout, name="dropout")
         self.forward_cells = [
             make_cell(cell, units, name=f"layer_{index}_forward") for index in range(num_layers)
@@ -70,7 +75,8 @@ class Encoder(keras.layers.Layer):
         return 2 * self.units if self.bidirectional and self.merge_mode == "concat" else self.units
 
     def build(self, input_shape=None):
-        self.embedding.build((None, None))
+        if not self.embedding.built:  # a shared one may be
+            self.embedding.build((None, None))
         for index in range(self.num_layers):
             input_dim = self.embedding_dim if index == 0 else self.output_dim
             for cells in (self.forward_cells, self.backward_cells):

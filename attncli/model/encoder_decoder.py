@@ -25,6 +25,14 @@ class Seq2Seq(keras.Model):
     the `TransformerDecoder`, which needs no bridge (its state is its cache of
     keys and values, empty at the start). Every combination trains.
 
+    `config.tie_embeddings` ties the embeddings (Press & Wolf 2017; Vaswani et al.
+    2017, section 3.4): `"target"` makes the decoder's output layer read the target
+    embedding matrix E, `logits = E features + b` (`TiedOutputProjection`); `"all"`
+    makes one matrix, `shared_embedding`, the source embedding, the target
+    embedding and the output weight. A self-attention side embeds `sqrt(d) E[w] +
+    PE`, an RNN side `E[w]`; the logits use E unscaled. Tied, the matrix is one
+    variable, updated by the sum of the gradients of all its uses.
+
     All weights exist as soon as the model is constructed.
 
     Args:
@@ -52,6 +60,13 @@ class Seq2Seq(keras.Model):
         if isinstance(config, dict):
             config = ModelConfig(**config)
         self.config = config
+        tied = config.tie_embeddings != "none"
+        # One (V, E) matrix for source, target and output (`tie_embeddings: all`).
+        self.shared_embedding = None
+        if config.tie_embeddings == "all":
+            self.shared_embedding = keras.layers.Embedding(
+                config.target_vocab_size, config.embedding_dim, name="shared_embedding"
+            )
         blocks = dict(
             num_heads=config.heads, feed_forward_dim=config.inner_dim, norm=config.norm,
             activation=config.activation, dropout=config.dropout,
@@ -61,13 +76,14 @@ class Seq2Seq(keras.Model):
         if config.encoder == "self-attention":
             self.encoder = TransformerEncoder(
                 config.source_vocab_size, config.model_dim, config.encoder_layers,
-                name="encoder", **blocks,
+                embedding=self.shared_embedding, name="encoder", **blocks,
             )
         else:
             self.encoder = Encoder(
                 config.source_vocab_size, config.embedding_dim, config.units, config.cell,
                 num_layers=config.encoder_layers, bidirectional=config.bidirectional,
-                merge_mode=config.merge_mode, dropout=config.dropout, name="encoder",
+                merge_mode=config.merge_mode, dropout=config.dropout,
+                embedding=self.shared_embedding, name="encoder",
             )
         self.num_states = 2 if config.cell == "lstm" else 1
         # One dense bridge per state tensor: h, and c for an LSTM.
@@ -81,13 +97,15 @@ class Seq2Seq(keras.Model):
             vocab_size=config.target_vocab_size, embedding_dim=config.embedding_dim,
             units=config.units, cell=config.cell, memory_dim=config.memory_dim,
             score=config.score, alignment=config.alignment, window=config.window,
-            attention_units=config.attention_units, dropout=config.dropout, name="decoder",
+            attention_units=config.attention_units, dropout=config.dropout,
+            tie_output=tied, embedding=self.shared_embedding, name="decoder",
         )
         if self.self_attention_decoder:
             self.decoder = TransformerDecoder(
                 config.target_vocab_size, config.model_dim, config.memory_dim,
                 config.decoder_layers, score=config.score,
-                attention_units=config.attention_units, name="decoder", **blocks,
+                attention_units=config.attention_units, tie_output=tied,
+                embedding=self.shared_embedding, name="decoder", **blocks,
             )
         elif config.decoder == "bahdanau":
             self.decoder = BahdanauDecoder(**decoder_args)
@@ -100,6 +118,8 @@ class Seq2Seq(keras.Model):
         return self.config.decoder == "self-attention"
 
     def build(self, input_shape=None):
+        if self.shared_embedding is not None:  # first, so its weight is named after it
+            self.shared_embedding.build()
         self.encoder.build()
         for layer in self.bridge_layers:
             layer.build((None, self.config.memory_dim))

@@ -35,6 +35,9 @@ def minimum_parameter_count(config):
         output layer     H V_tgt + V_tgt   H = U after an RNN decoder, E after a
                          self-attention one
 
+    Tied embeddings (`tie_embeddings`) count once: the output layer is then its
+    bias V_tgt alone, and with `"all"` the embeddings are V_tgt E.
+
     Args:
         config: a `ModelConfig`.
 
@@ -58,7 +61,11 @@ def minimum_parameter_count(config):
     else:
         decoder, output_size = gates * (embedding * units + units * units), units
     output = (output_size + 1) * config.target_vocab_size
+    if config.tie_embeddings != "none":
+        output = config.target_vocab_size
     embeddings = (config.source_vocab_size + config.target_vocab_size) * embedding
+    if config.tie_embeddings == "all":
+        embeddings = config.target_vocab_size * embedding
     return embeddings + encoder + decoder + output
 
 

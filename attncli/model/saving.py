@@ -1,4 +1,4 @@
-"""A trained model in one self-contained directory, and its export as a TF SavedModel.
+"""A trained model in one self-contained directory.
 
 A model directory holds everything needed to translate:
 
@@ -13,22 +13,14 @@ It is written into a temporary directory beside the destination and moved into p
 with `os.replace` (`attncli.files.replace_directory`), so a reader never sees a
 half-written model.
 
-`export_saved_model` writes a TensorFlow SavedModel whose signatures take a batch of
-source strings and return translations: tokenization, search and detokenization are all
-in the graph, so it is served without attncli. Its tokenizer runs tensorflow-text ops,
-so the process that loads it must `import tensorflow_text` first (that registers them):
-
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
-    exported = tf.saved_model.load("exported/")
-    exported.signatures["beam"](texts=tf.constant(["Hace frío."]))["translations"]
+Its export as a TensorFlow SavedModel, served without attncli, is
+`attncli.search.serving` (`attncli export RUN DIR`).
 """
 
 import json
 from pathlib import Path
 from typing import NamedTuple
 
-from attncli.config.search import SearchConfig
 from attncli.errors import AttncliError, shown
 from attncli.files import replace_directory
 
@@ -195,54 +187,3 @@ def _read_config(path):
         raise ModelFileError(f"{path} is damaged: {error}") from None
     return {**config, "model": model}
 
-
-def export_saved_model(
-    directory,
-    model,
-    source_tokenizer,
-    target_tokenizer,
-    *,
-    source_end=False,
-    beam_size=4,
-    alpha=0.6,
-    max_length_ratio=2.0,
-    max_length_offset=10,
-):
-    """Writes a TF SavedModel translating strings, loadable without attncli.
-
-    Signatures, each taking `texts`, a string tensor `(batch,)`, and returning
-    `translations` (strings) and `scores` (float32 `log P / lp`):
-
-    - `greedy` (also `serving_default`): outputs `(batch, 1)`.
-    - `beam`: beam search of `beam_size`, the whole n-best list `(batch, beam_size)`,
-      best first.
-
-    Args:
-        directory: path of the SavedModel directory (created, or replaced as a whole).
-        model, source_tokenizer, target_tokenizer, source_end: as in `save_model`.
-        beam_size: int >= 2, fixed in the `beam` signature. Defaults to 4.
-        alpha, max_length_ratio, max_length_offset: as in `SearchConfig`.
-    """
-    import keras
-    import tensorflow as tf
-
-    from attncli.search.translation import Translator
-
-    if beam_size < 2:
-        raise ValueError(f"beam_size must be >= 2 for the beam signature. Received: {beam_size}")
-    lengths = dict(max_length_ratio=max_length_ratio, max_length_offset=max_length_offset)
-    searches = {
-        "greedy": SearchConfig(beam_size=1, alpha=alpha, n_best=1, **lengths),
-        "beam": SearchConfig(beam_size=beam_size, alpha=alpha, n_best=beam_size, **lengths),
-    }
-    archive = keras.export.ExportArchive()
-    archive.track(model)
-    texts = [tf.TensorSpec([None], tf.string, name="texts")]
-    for name, search in searches.items():
-        translator = Translator(
-            model, source_tokenizer, target_tokenizer, search, source_end, attention_weights=False
-        )
-        archive.track(translator.source_table)
-        archive.add_endpoint(name, translator.serve, input_signature=texts)
-    with replace_directory(directory) as staging:
-        archive.write_out(str(staging), verbose=False)

@@ -6,6 +6,7 @@ from keras import ops
 
 import layers
 from attncli.scores import SCORES
+from attncli.model.tied_output import TiedOutputProjection
 from attncli.model.transformer_encoder import ResidualBlock, SelfAttentionStack
 
 # What a decoder block and the decoder take beyond `BLOCK_ARGUMENTS`: the cross-attention's.
@@ -140,6 +141,11 @@ class TransformerDecoder(SelfAttentionStack):
         features_t = LayerNorm(x_N) (pre-norm) or x_N (post-norm)
         logits_t = W_o features_t + b_o                (`output_layer`)
 
+    With `tie_output` the output layer's weight is the token embedding matrix,
+    `W_o = E` (`TiedOutputProjection`; Vaswani et al. 2017, section 3.4): `E`
+    enters scaled, `sqrt(d) E[y]`, and leaves unscaled, `logits_t = E features_t
+    + b_o`.
+
     Teacher-forced, `call` runs the blocks over the whole target with a causal
     mask. Step by step (`step`, what greedy and beam search call), each block
     appends the step's projected key and value to a cache and attends the step's
@@ -160,6 +166,8 @@ class TransformerDecoder(SelfAttentionStack):
         score: the cross-attention's score. Defaults to `"scaled_dot"`.
         attention_units: int or None, hidden size of the concat and additive
             scores. Defaults to None.
+        tie_output: bool, tie the output layer to the token embedding. Defaults
+            to False.
         other arguments: as `SelfAttentionStack`.
 
     Call arguments:
@@ -181,7 +189,8 @@ class TransformerDecoder(SelfAttentionStack):
     block_class = DecoderBlock
 
     def __init__(self, vocab_size, model_dim, memory_dim, num_layers, num_heads,
-                 feed_forward_dim, score="scaled_dot", attention_units=None, **kwargs):
+                 feed_forward_dim, score="scaled_dot", attention_units=None, tie_output=False,
+                 **kwargs):
         super().__init__(
             vocab_size, model_dim, num_layers, num_heads, feed_forward_dim,
             block_arguments={"memory_dim": memory_dim, "score": score,
@@ -191,8 +200,13 @@ class TransformerDecoder(SelfAttentionStack):
         self.memory_dim = memory_dim
         self.score = score
         self.attention_units = attention_units
-        self.output_layer = keras.layers.Dense(
-            vocab_size, dtype=self.dtype_policy, name="output_projection"
+        self.tie_output = tie_output
+        self.output_layer = (
+            TiedOutputProjection(
+                self.embedding.token_embedding, dtype=self.dtype_policy, name="output_projection"
+            )
+            if tie_output else
+            keras.layers.Dense(vocab_size, dtype=self.dtype_policy, name="output_projection")
         )
 
     def build(self, input_shape=None):
@@ -264,5 +278,5 @@ class TransformerDecoder(SelfAttentionStack):
 
     def get_config(self):
         config = super().get_config()
-        config.update({name: getattr(self, name) for name in CROSS_ARGUMENTS})
+        config.update({name: getattr(self, name) for name in CROSS_ARGUMENTS + ("tie_output",)})
         return config

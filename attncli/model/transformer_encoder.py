@@ -160,6 +160,9 @@ class SelfAttentionStack(keras.layers.Layer):
             as `ResidualBlock`.
         position_encoding: `"sinusoidal"` or `"learned"`. Defaults to `"sinusoidal"`.
         max_positions: int, rows of the learned position table. Defaults to 256.
+        embedding: a `keras.layers.Embedding` `(vocab_size, model_dim)`, the `E`
+            above, shared with another layer (tied embeddings), or None for a new
+            one. Left out of `get_config`. Defaults to None.
     """
 
     block_class = None
@@ -167,7 +170,7 @@ class SelfAttentionStack(keras.layers.Layer):
     def __init__(self, vocab_size, model_dim, num_layers, num_heads, feed_forward_dim,
                  norm="pre", activation="relu", dropout=0.0, attention_dropout=0.0,
                  position_encoding="sinusoidal", max_positions=256, block_arguments=None,
-                 **kwargs):
+                 embedding=None, **kwargs):
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         self.model_dim = model_dim
@@ -183,7 +186,7 @@ class SelfAttentionStack(keras.layers.Layer):
         self.embedding = layers.PositionalEmbedding(
             vocab_size, model_dim, encoding=position_encoding,
             max_length=max_positions if position_encoding == "learned" else None,
-            dtype=self.dtype_policy, name="embedding",
+            token_embedding=embedding, dtype=self.dtype_policy, name="embedding",
         )
         self.dropout_layer = keras.layers.Dropout(dropout, name="dropout")
         self.blocks = [

@@ -95,7 +95,7 @@ def normalised_references(references, normalise):
     return [[next(normalised) for _ in options] for options in references]
 
 
-def reference_normaliser(side, tokenizer):
+def reference_normaliser(tokenizer):
     """The function that writes references the way the target side is tokenized, or None.
 
     When the target side folds case, strips accents or drops characters, no output
@@ -103,20 +103,43 @@ def reference_normaliser(side, tokenizer):
     normalisation (tokenized, then detokenized) before scoring.
 
     Args:
-        side: the target side's `SideConfig` (its `lowercase`, `strip_accents` and
-            `drop_pattern`).
-        tokenizer: the target `Tokenizer`.
+        tokenizer: the target `Tokenizer` (its `lowercase`, `strip_accents` and
+            `drop_pattern` decide).
 
     Returns:
         A function from a list of reference strings to their normalised strings, or
         None when the side keeps the text as it is written.
     """
-    if not (side.lowercase or side.strip_accents or side.drop_pattern is not None):
+    if not normalises(tokenizer):
         return None
     import tensorflow as tf
 
     def normalised(texts):
-        tokens = tokenizer.tokenize(tf.constant(texts))
+        tokens = tokenizer.tokenize(tf.constant(texts, dtype=tf.string))
         return [text.decode("utf-8") for text in tokenizer.detokenize(tokens).numpy()]
 
     return normalised
+
+
+def normalises(tokenizer):
+    """Whether `tokenizer` writes text differently from how it is given: folds case,
+    strips accents or drops characters."""
+    return tokenizer.lowercase or tokenizer.strip_accents or tokenizer.drop_pattern is not None
+
+
+def reference_form(tokenizer):
+    """How references are compared, in words, for a line that reports a score.
+
+    `"references normalised like the model's target side: lower case, accents stripped,
+    characters matching [^ a-z.?!,¿] dropped"` or `"raw references, cased"`.
+    """
+    if not normalises(tokenizer):
+        return "raw references, cased"
+    steps = []
+    if tokenizer.lowercase:
+        steps.append("lower case")
+    if tokenizer.strip_accents:
+        steps.append("accents stripped")
+    if tokenizer.drop_pattern is not None:
+        steps.append(f"characters matching {tokenizer.drop_pattern} dropped")
+    return "references normalised like the model's target side: " + ", ".join(steps)

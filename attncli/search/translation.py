@@ -40,7 +40,7 @@ class Translator:
     """Translates strings with `model`: tokenize, look up ids, search, detokenize.
 
     Everything from strings to strings runs in one TensorFlow graph, `translate_graph`,
-    which `attncli.model.saving.export_saved_model` exports. `translate_graph(texts)` takes a
+    which `attncli.search.serving.export_saved_model` exports. `translate_graph(texts)` takes a
     string tensor `(batch,)` and returns a dict of dense tensors, which `translate` turns
     into NumPy arrays once per batch:
 

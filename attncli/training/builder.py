@@ -34,7 +34,8 @@ class TrainingPosition:
     Attributes (scalar `tf.Variable`s):
         epoch: epochs finished.
         batch: batches trained of the current epoch.
-        best_metric: the best validation value so far (BLEU, or minus WER).
+        best_metric: the best `stop_metric` so far, as a value to maximise (BLEU,
+            chrF; minus the loss, PER or WER: see `RunConfig.maximised`).
         stale_evaluations: evaluations since the best one (for `training.patience`).
         seconds: training time spent, evaluations included.
         epoch_loss_sum, epoch_tokens: the running loss of the current epoch, so that a
@@ -163,7 +164,7 @@ def build_training(config, run, progress, data_dir=None, resume=False, strategy=
     checkpoints = tf.train.CheckpointManager(checkpoint, str(run.checkpoint_dir), max_to_keep=2)
     if resume:
         restore_checkpoint(checkpoint, workers, run, progress, position)
-        raise_to_kept_model(position, workers, run, config.data.task)
+        raise_to_kept_model(position, workers, run, config)
     data = config.data
     stats = PipelineStats()
     encoded = encode_pairs(
@@ -183,23 +184,36 @@ def build_training(config, run, progress, data_dir=None, resume=False, strategy=
 
 
 def prepare_tokenizers(config, run, splits, resume):
-    """The run's tokenizers: read back on resume, else learned from the training side."""
+    """The run's tokenizers: read back on resume, else learned from the training side.
+
+    With `data.shared_vocab` one tokenizer, its vocabulary learned from both sides'
+    training text, serves both sides; it is saved under both names, so a run reads
+    its two sides back as it always has.
+    """
     names = ("source", "target")
     if resume and all((run.path / f"{name}.vocab.txt").exists() for name in names):
         return tuple(Tokenizer.load(run.path, name) for name in names)
-    tokenizers = []
-    for name, side, texts in (
-        ("source", config.data.source, splits.train.sources),
-        ("target", config.data.target, splits.train.targets),
-    ):
-        tokenizer = side.tokenizer()
-        vocabulary = tokenizer.build_vocabulary(
-            texts, max_size=side.vocab_size, min_count=side.min_count
+    data, train = config.data, splits.train
+    if data.shared_vocab:
+        # The sides are tokenized alike: `DataConfig` checked it.
+        shared = learn_tokenizer(data.source, list(train.sources) + list(train.targets))
+        tokenizers = (shared, shared)
+    else:
+        tokenizers = (
+            learn_tokenizer(data.source, train.sources), learn_tokenizer(data.target, train.targets)
         )
-        tokenizer = tokenizer.with_vocabulary(vocabulary)
+    for name, tokenizer in zip(names, tokenizers):
         tokenizer.save(run.path, name)
-        tokenizers.append(tokenizer)
-    return tuple(tokenizers)
+    return tokenizers
+
+
+def learn_tokenizer(side, texts):
+    """The `Tokenizer` of `side` (a `SideConfig`) with a vocabulary learned from `texts`."""
+    tokenizer = side.tokenizer()
+    vocabulary = tokenizer.build_vocabulary(
+        texts, max_size=side.vocab_size, min_count=side.min_count
+    )
+    return tokenizer.with_vocabulary(vocabulary)
 
 
 def restore_checkpoint(checkpoint, workers, run, progress, position):
@@ -250,17 +264,17 @@ def restore_checkpoint(checkpoint, workers, run, progress, position):
     )
 
 
-def raise_to_kept_model(position, workers, run, task):
+def raise_to_kept_model(position, workers, run, config):
     """Make the best metric at least the kept model's, so that no worse model replaces it.
 
     A run resumed from an older checkpoint (the newest damaged) restores the best
-    metric of that time, which may be below the model kept since.
+    metric of that time, which may be below the model kept since. The kept model's
+    figure is read from its metadata (`valid_loss` for `stop_metric: loss`).
     """
-    name = "wer" if task == "pronunciation" else "bleu"
-    value = saved_metadata(run.model_dir).get(name)
+    value = saved_metadata(run.model_dir).get(config.stop_figure)
     kept = -math.inf
     if not isinstance(value, bool) and isinstance(value, (int, float)):
-        kept = -value if name == "wer" else float(value)
+        kept = config.maximised({config.stop_figure: float(value)})
     kept = workers.agree(kept)  # only the chief holds the model
     if kept > float(position.best_metric.numpy()):
         position.best_metric.assign(kept)

@@ -6,6 +6,7 @@
         checkpoints/    the latest training checkpoints (model, optimizer, position)
         model/          the best model so far, self-contained (see attncli.model.saving)
         metrics.jsonl   one JSON object per evaluation, appended
+        events/         TensorBoard event files: train/ and valid/ (see attncli.training.events)
         train.log       what the run printed, with times
         test.json       the kept model's figures on the test split, once training ends
         test.outputs.txt    its output for each distinct test source
@@ -63,6 +64,10 @@ class RunDirectory:
         return self.path / "model"
 
     @property
+    def events_dir(self):
+        return self.path / "events"
+
+    @property
     def metrics_path(self):
         return self.path / "metrics.jsonl"
 
@@ -102,6 +107,7 @@ class RunDirectory:
                     stale.unlink(missing_ok=True)
                 shutil.rmtree(run.checkpoint_dir, ignore_errors=True)
                 shutil.rmtree(run.model_dir, ignore_errors=True)
+                shutil.rmtree(run.events_dir, ignore_errors=True)
             write_json_atomically(
                 run.marker_path, {"format": RUN_FORMAT, "attncli": __version__}
             )

@@ -5,7 +5,8 @@ epoch and batch) are written every `training.checkpoint_every` steps, at the end
 each epoch and when the run is interrupted (Ctrl-C or SIGTERM); each is complete
 before TensorFlow's checkpoint index points at it, so a process killed at any
 moment leaves a run that `--resume` continues. The best model by the validation
-metric is kept in `RUN/model`, replaced atomically.
+metric (`training.stop_metric`) is kept in `RUN/model`, replaced atomically; the
+TensorBoard events of `attncli.training.events` follow the steps and evaluations.
 
 The parts it trains with (tokenizers, model, optimizer, checkpoints, encoded pairs)
 come from `attncli.training.builder`; validation and the test scoring are
@@ -32,6 +33,7 @@ from attncli.data.pipeline import epoch_batches
 from attncli.errors import AttncliError
 from attncli.model.saving import save_model
 from attncli.training.builder import build_training
+from attncli.training.events import RunEvents
 from attncli.training.steps import make_distributed_train_step, make_train_step
 from attncli.training.validation import Validator, score_test_split
 
@@ -77,9 +79,11 @@ class Trainer:
         progress: an object with `start_epoch(epoch, total, steps)`, `step(loss,
             tokens_per_second)`, `end_epoch(record)` and `message(text)`; the CLI
             passes a Rich display, tests a recorder.
+        draw_attention: how the TensorBoard events draw an attention picture (see
+            `RunEvents`); None writes none. Defaults to None.
     """
 
-    def __init__(self, parts, progress):
+    def __init__(self, parts, progress, draw_attention=None):
         self.parts = parts
         self.progress = progress
         self.config = parts.config
@@ -99,14 +103,15 @@ class Trainer:
         else:
             self.train_step = make_train_step(self.model, self.optimizer, self.config.training)
         self.validator = Validator(parts)
+        self.events = RunEvents(parts, progress, draw_attention)
 
     @classmethod
     def from_config(cls, config, run, progress, data_dir=None, resume=False, strategy=None,
-                    is_chief=True):
+                    is_chief=True, draw_attention=None):
         """A `Trainer` of the parts `build_training` makes with these arguments."""
         parts = build_training(config, run, progress, data_dir=data_dir, resume=resume,
                                strategy=strategy, is_chief=is_chief)
-        return cls(parts, progress)
+        return cls(parts, progress, draw_attention)
 
     def _batches(self, epoch, skip=0):
         data = self.config.data
@@ -139,7 +144,7 @@ class Trainer:
         position = self.position
         started = time.monotonic() - float(position.seconds.numpy())
         last_record = None
-        with _SignalFlag() as flag:
+        with _SignalFlag() as flag, self.events:
             while self._reason_to_stop(started) is None:
                 epoch = int(position.epoch.numpy())
                 skip = int(position.batch.numpy())
@@ -177,6 +182,7 @@ class Trainer:
                     if now - window_start > 5.0:
                         window_start, window_tokens = now, 0
                     position.seconds.assign(now - started)
+                    self.events.step(loss, count)
                     if self.workers.distributed:
                         stop = int(result["stop"])
                     else:
@@ -205,7 +211,10 @@ class Trainer:
         self.progress.message(f"finished: {self._reason_to_stop(started)}")
         summary = {
             "epochs": int(position.epoch.numpy()),
-            "best": {self.metric_name: self._metric_value(float(position.best_metric.numpy()))},
+            "best": {
+                self.config.stop_metric:
+                    self.config.shown_metric(float(position.best_metric.numpy()))
+            },
             "last": last_record,
             "model": str(self.run.model_dir),
         }
@@ -239,20 +248,10 @@ class Trainer:
             return f"the time budget of {training.max_minutes:g} minutes is spent"
         if training.patience and int(self.position.stale_evaluations.numpy()) >= training.patience:
             return (
-                f"stopped early: no better validation {self.metric_name} for "
+                f"stopped early: no better validation {self.config.stop_metric} for "
                 f"{training.patience} evaluations"
             )
         return None
-
-    @property
-    def metric_name(self):
-        return "wer" if self.config.data.task == "pronunciation" else "bleu"
-
-    def _metric_value(self, maximised):
-        """The metric as users read it (the loop maximises minus WER)."""
-        if not math.isfinite(maximised):
-            return None
-        return -maximised if self.metric_name == "wer" else maximised
 
     def _stop_request(self, flag, started):
         """The signal received (its number), 1 when time is up, else 0."""
@@ -274,8 +273,8 @@ class Trainer:
             raw_figures = {f"{key}_raw": value for key, value in metrics.items()}
         with validator.averaged_weights():
             losses = validator.loss_figures(raw_loss)
-            value, figures = validator.metric()
-            value = self.workers.agree(value)
+            figures = validator.metric()
+            value = self.workers.agree(self.config.maximised({**losses, **figures}))
             improved = value > float(self.position.best_metric.numpy())
             if improved:
                 self.position.best_metric.assign(value)
@@ -283,12 +282,14 @@ class Trainer:
             else:
                 self.position.stale_evaluations.assign_add(1)
             if improved and self.workers.is_chief:
-                self._keep_model(epoch, figures)
+                self._keep_model(epoch, {"valid_loss": losses["valid_loss"], **figures})
+            step = int(self.optimizer.iterations.numpy())
+            self.events.evaluation(step, {**losses, **figures})
         record = {
             "epoch": epoch,
             "references": validator.references,
             "complete_epoch": finished_epoch,
-            "step": int(self.optimizer.iterations.numpy()),
+            "step": step,
             "train_loss": train_loss,
             **losses,
             **figures,

@@ -46,7 +46,7 @@ class Validator:
             ),
             source_end=self.config.data.source_end, attention_weights=False,
         )
-        self.normalise = reference_normaliser(self.config.data.target, parts.target_tokenizer)
+        self.normalise = reference_normaliser(parts.target_tokenizer)
 
     @property
     def references(self):
@@ -103,17 +103,15 @@ class Validator:
         """The task's metrics on (the first `eval_sentences` of) the validation split.
 
         Returns:
-            `(value, figures)`: the value to maximise (BLEU, or minus WER) and a dict
-            of the figures (BLEU and chrF, or PER and WER).
+            A dict of the figures: BLEU and chrF, or PER and WER.
         """
         figures, _ = evaluate_corpus(
             self.translator, self.valid, self.config.data.task,
             count=self.config.training.eval_sentences,
             normalise=self.normalise, lowercase_bleu=False,
         )
-        if self.config.data.task == "pronunciation":
-            return -figures["wer"], {"per": figures["per"], "wer": figures["wer"]}
-        return figures["bleu"], {"bleu": figures["bleu"], "chrf": figures["chrf"]}
+        names = ("per", "wer") if self.config.data.task == "pronunciation" else ("bleu", "chrf")
+        return {name: figures[name] for name in names}
 
     @contextlib.contextmanager
     def averaged_weights(self):

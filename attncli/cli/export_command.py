@@ -1,0 +1,155 @@
+"""`attncli export RUN DIR`: the run's model as a TensorFlow SavedModel, checked in a fresh
+process.
+
+The SavedModel (`attncli.search.serving`) translates strings to strings with a
+`greedy` and a `beam` signature; the beam's width, alpha, n-best and maximum length are
+the run's decoding settings unless `--beam`, `--alpha` or `--n-best` change them, as in
+`attncli translate`. DIR must be new or empty: the export is written into a temporary
+directory beside it and takes its name with one rename once it has passed its check,
+so DIR never holds half an export and nothing of the user's is ever replaced.
+
+The check: a fresh Python (`python -I`, so neither attncli nor the current directory
+is importable) imports TensorFlow and tensorflow-text only, loads the export, asserts
+that attncli was not imported, and translates the sample sentences with both
+signatures; the translations must equal what `attncli translate` prints for them here.
+What it found goes to stderr; stdout stays empty.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from attncli.cli.translate_command import model_directory, search_config, translate_lines
+from attncli.errors import AttncliError, clipped
+from attncli.files import vacant
+
+SAMPLE_LENGTHS = (3, 6)  # words of the two default sample sentences
+
+# Run by `python -I -c` in the check: TensorFlow and tensorflow-text only.
+CHECK = """
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  registers the tokenizers' ops
+exported = tf.saved_model.load(sys.argv[1])
+texts = tf.constant(json.loads(sys.argv[2]), tf.string)
+results = {}
+for name in ("greedy", "beam"):
+    outputs = exported.signatures[name](texts=texts)
+    results[name] = [text.decode("utf-8") for text in outputs["translation"].numpy()]
+assert "attncli" not in sys.modules, "the export imported attncli"
+print(json.dumps(results))
+"""
+
+
+def sample_sentences(tokenizer):
+    """Two source sentences from the most frequent words (tokens with a letter or digit)
+    of the vocabulary: the first `SAMPLE_LENGTHS[0]`, then the next `SAMPLE_LENGTHS[1]`."""
+    from attncli.data.tokenization import SUFFIX_INDICATOR
+    from attncli.data.vocabulary import RESERVED_TOKENS
+
+    words = [token for token in tokenizer.vocabulary.tokens[len(RESERVED_TOKENS):]
+             if not token.startswith(SUFFIX_INDICATOR) and any(map(str.isalnum, token))]
+    separator = "" if tokenizer.level == "char" else " "
+    sentences, start = [], 0
+    for length in SAMPLE_LENGTHS:
+        sentences.append(separator.join(words[start : start + length]))
+        start += length
+    return [sentence for sentence in sentences if sentence] or ["."]
+
+
+def best_texts(translator, texts):
+    """The best translation of each text as `attncli translate` prints it ("" for a
+    blank line, which it does not translate)."""
+    return [result.hypotheses[0].text if result is not None else ""
+            for result in translate_lines(translator, texts)]
+
+
+def run_check(directory, samples):
+    """The `translation` of `samples` from both signatures, by a fresh Python that
+    imports TensorFlow and tensorflow-text only: {signature: [text, ...]}."""
+    environment = dict(os.environ)
+    environment.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # the child's start-up chatter
+    completed = subprocess.run(
+        [sys.executable, "-I", "-c", CHECK, str(Path(directory).resolve()), json.dumps(samples)],
+        cwd=directory, capture_output=True, text=True, env=environment,
+    )
+    if completed.returncode != 0:
+        lines = completed.stderr.strip().splitlines() or [f"exit code {completed.returncode}"]
+        raise AttncliError(
+            f"the export failed its check in a fresh Python ({clipped(lines[-1], 200)}); "
+            "nothing was written"
+        )
+    return json.loads(completed.stdout)
+
+
+def export(*, run_path, destination, beam, alpha, n_best, samples, console, load_tensorflow):
+    """Run `attncli export`; returns the process exit code."""
+    destination = Path(destination)
+    directory = model_directory(run_path)
+    if not vacant(destination):
+        raise AttncliError(
+            f"{destination} exists and is not an empty directory; give a new directory "
+            "(an export never replaces anything)"
+        )
+    load_tensorflow()
+
+    from attncli.config.search import SearchConfig
+    from attncli.files import new_directory
+    from attncli.model.saving import load_model
+    from attncli.search import serving
+
+    loaded = load_model(directory)
+    base = SearchConfig(**loaded.metadata.get("decoding", {}))
+    searches = {"greedy": search_config(base, 1, alpha, None),
+                "beam": search_config(base, beam, alpha, n_best)}
+    samples = list(samples) or sample_sentences(loaded.source_tokenizer)
+    expected = {name: best_texts(loaded.translator(search, attention_weights=False), samples)
+                for name, search in searches.items()}
+    try:
+        with new_directory(destination) as staging:
+            with console.status(f"exporting {directory} to {destination}"):
+                serving.export_saved_model(
+                    staging, loaded.model, loaded.source_tokenizer, loaded.target_tokenizer,
+                    greedy=searches["greedy"], beam=searches["beam"],
+                    source_end=loaded.source_end,
+                )
+            with console.status("loading the export in a fresh Python"):
+                served = run_check(staging, samples)
+            if served != expected:
+                raise AttncliError(
+                    f"the export translated {json.dumps(samples, ensure_ascii=False)} as "
+                    f"{json.dumps(served, ensure_ascii=False)} where attncli translate gives "
+                    f"{json.dumps(expected, ensure_ascii=False)}; nothing was written"
+                )
+            ops = serving.custom_ops(staging)
+    except FileExistsError:
+        raise AttncliError(
+            f"{destination} was created or filled while exporting; nothing was replaced, "
+            "give a new directory"
+        ) from None
+    report(console, destination, searches, ops, samples, served)
+    return 0
+
+
+def report(console, destination, searches, ops, samples, served):
+    """What was written and what the check found, on stderr."""
+
+    def say(text):
+        console.print(text, highlight=False, markup=False, soft_wrap=True)
+
+    beam = searches["beam"]
+    say(f"exported to {destination}: a TensorFlow SavedModel")
+    say(f"  signatures: greedy (also serving_default); beam with beam_size={beam.beam_size}, "
+        f"n_best={beam.n_best or beam.beam_size}, alpha={beam.alpha}, at most "
+        f"{beam.max_length_ratio} x source + {beam.max_length_offset} tokens")
+    say("  input: texts string (batch,); outputs: translation string (batch,), "
+        "score float32 (batch,), translations string (batch, n), scores float32 (batch, n)")
+    say("  tensorflow-text ops: " + (", ".join(ops) if ops else "none")
+        + " (run `import tensorflow_text` before loading it)")
+    say("checked in a fresh Python (TensorFlow and tensorflow-text only, attncli not "
+        "imported): both signatures translate as attncli translate does")
+    for index, sample in enumerate(samples):
+        say(f"  {sample!r} -> greedy {served['greedy'][index]!r}, "
+            f"beam {served['beam'][index]!r}")

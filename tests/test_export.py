@@ -1,0 +1,247 @@
+"""`attncli export RUN DIR`: a SavedModel that a Python without attncli loads with
+`import tensorflow_text` alone and that translates exactly as `attncli translate` prints,
+for every kind of model and tokenizer; and the one-line errors that write nothing."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from typer.testing import CliRunner
+
+from attncli_process import attncli
+from cli_errors import one_line_error
+from spa_eng_parts import REPO, SENTENCES, spa_eng_pairs
+
+from attncli.cli import export_command
+from attncli.cli.app import app
+from attncli.config.model import ModelConfig
+from attncli.data.tokenization import TUTORIAL_NORMALIZATION, Tokenizer
+from attncli.data.vocabulary import END
+from attncli.model.encoder_decoder import Seq2Seq
+from attncli.model.saving import save_model
+from attncli.search.serving import blank
+
+FIXTURE_RUN = REPO / "tests" / "fixtures" / "run-0.1.0"
+# Blank lines are printed empty by translate, untranslated: "\u3000" is a space to Python.
+LINES = SENTENCES + ["", "Tom.", "   ", "\u3000", "Me gusta mucho leer libros en la biblioteca."]
+DECODING = {"beam_size": 3, "n_best": 1, "max_length_ratio": 1.0, "max_length_offset": 4}
+# kind: (ModelConfig fields, tokenizer level, `attncli export` options, also `translate`'s)
+KINDS = {
+    "rnn-bahdanau": (dict(decoder="bahdanau", score="additive", cell="lstm"), "word",
+                     {"--n-best": "2"}),
+    "self-attention": (dict(encoder="self-attention", decoder="self-attention", heads=2,
+                            encoder_layers=2, decoder_layers=2, tie_embeddings="target"),
+                       "char", {}),
+    "hybrid": (dict(encoder="self-attention", decoder="luong", heads=2), "subword",
+               {"--beam": "2", "--alpha": "0.2"}),
+}
+TRAINED = "rnn-luong (trained run)"
+KIND_NAMES = [TRAINED, *KINDS]
+
+SERVE = """
+import importlib.util, json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  registers the tokenizers' ops
+
+def plain(value):
+    array = value.numpy()
+    if value.dtype != tf.string:
+        return array.tolist()
+    if array.ndim == 1:
+        return [text.decode("utf-8") for text in array]
+    return [[text.decode("utf-8") for text in row] for row in array]
+
+exports, lines = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+results = {}
+for kind, directory in exports.items():
+    exported = tf.saved_model.load(directory)
+    results[kind] = {}
+    for name in ("greedy", "beam", "serving_default"):
+        outputs = exported.signatures[name](texts=tf.constant(lines))
+        results[kind][name] = {
+            key: {"dtype": value.dtype.name, "shape": value.shape.as_list(), "value": plain(value)}
+            for key, value in outputs.items()
+        }
+print(json.dumps({
+    "results": results,
+    "attncli imported": "attncli" in sys.modules,
+    "attncli importable": importlib.util.find_spec("attncli") is not None,
+}))
+"""
+
+
+def tokenizers(level):
+    """Source and target tokenizers at `level`, learned from 3,000 Tatoeba pairs."""
+    pairs = spa_eng_pairs(3000)
+    return [
+        Tokenizer(level, **TUTORIAL_NORMALIZATION).with_vocabulary(
+            Tokenizer(level, **TUTORIAL_NORMALIZATION).build_vocabulary(
+                [pair[side] for pair in pairs], max_size=300
+            )
+        )
+        for side in (0, 1)
+    ]
+
+
+def seeded_model_directory(directory, fields, level):
+    """A seeded, untrained model saved with the `DECODING` settings; the output layer
+    favours end-of-sentence a little, so hypotheses end at many lengths."""
+    source, target = tokenizers(level)
+    tf.keras.utils.set_random_seed(3)
+    config = ModelConfig(source_vocab_size=len(source.vocabulary),
+                         target_vocab_size=len(target.vocabulary),
+                         embedding_dim=16, units=16, **fields)
+    model = Seq2Seq(config)
+    bias = model.decoder.output_layer.bias
+    bias.assign(bias.numpy() + 1.5 * (np.arange(bias.shape[0]) == END))
+    save_model(directory, model, source, target, metadata={"decoding": DECODING})
+    return directory
+
+
+def translate(model, *options, lines=LINES, tmp_path):
+    """`attncli translate MODEL --input FILE OPTIONS`: its stdout lines."""
+    source = tmp_path / "lines.txt"
+    source.write_text("\n".join(lines) + "\n", "utf-8")
+    result = CliRunner().invoke(app, ["translate", str(model), "--input", str(source), *options])
+    assert result.exit_code == 0, result.output
+    return result.stdout.split("\n")[:-1]
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """Every kind exported by `attncli export`, and what a Python without attncli (`-I`,
+    no PYTHONPATH, another directory) makes of each export: (models, reports, served)."""
+    work = tmp_path_factory.mktemp("export")
+    models = {TRAINED: work / "run"}
+    shutil.copytree(FIXTURE_RUN, models[TRAINED])
+    for kind, (fields, level, _) in KINDS.items():
+        models[kind] = seeded_model_directory(work / kind, fields, level)
+    exports, reports = {}, {}
+    for kind, model in models.items():
+        exports[kind] = work / "exports" / kind.split()[0]
+        if kind == "self-attention":
+            exports[kind].mkdir(parents=True)  # an empty directory is taken
+        if kind in KINDS:
+            options = [part for option in KINDS[kind][2].items() for part in option]
+            result = CliRunner().invoke(app, ["export", str(model), str(exports[kind]), *options])
+            assert result.exit_code == 0, result.output
+            reports[kind] = result
+        else:  # as a user runs it
+            reports[kind] = attncli("export", model, exports[kind], cwd=work)
+    elsewhere = work / "elsewhere"
+    elsewhere.mkdir()
+    environment = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    completed = subprocess.run(
+        [sys.executable, "-I", "-c", SERVE,
+         json.dumps({kind: str(path) for kind, path in exports.items()}), json.dumps(LINES)],
+        cwd=elsewhere, capture_output=True, text=True,
+        env={**environment, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    served = json.loads(completed.stdout)
+    assert served["attncli imported"] is False
+    assert served["attncli importable"] is False
+    return models, reports, served["results"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", KIND_NAMES)
+def test_the_export_translates_as_attncli_translate_prints(exported, kind, tmp_path):
+    models, _, served = exported
+    options = KINDS[kind][2] if kind in KINDS else {}
+    alpha = ["--alpha", options["--alpha"]] if "--alpha" in options else []
+    greedy = translate(models[kind], "--beam", "1", *alpha, tmp_path=tmp_path)
+    beam = translate(models[kind], *[part for option in options.items() for part in option],
+                     tmp_path=tmp_path)
+    assert served[kind]["greedy"]["translation"]["value"] == greedy
+    assert served[kind]["serving_default"] == served[kind]["greedy"]
+    n_best = int(options.get("--n-best", 1))
+    translations = served[kind]["beam"]["translations"]["value"]
+    assert [" ||| ".join(row) if line.strip() else "" for row, line in zip(translations, LINES)
+            ] == beam
+    assert served[kind]["beam"]["translation"]["value"] == [row[0] for row in translations]
+    for name, n in (("greedy", 1), ("beam", n_best)):
+        outputs = served[kind][name]
+        assert {key: (value["dtype"], value["shape"]) for key, value in outputs.items()} == {
+            "translation": ("string", [len(LINES)]), "score": ("float32", [len(LINES)]),
+            "translations": ("string", [len(LINES), n]), "scores": ("float32", [len(LINES), n]),
+        }
+        for line, text, score in zip(LINES, outputs["translation"]["value"],
+                                     outputs["score"]["value"]):
+            if not line.strip():
+                assert (text, score) == ("", 0.0)
+            else:
+                assert score < 0
+
+
+@pytest.mark.slow
+def test_greedy_and_beam_differ_somewhere_so_each_comparison_can_fail(exported):
+    _, _, served = exported
+    assert any(served[kind]["greedy"]["translation"] != served[kind]["beam"]["translation"]
+               for kind in KIND_NAMES)
+
+
+@pytest.mark.slow
+def test_the_report_names_the_signatures_ops_and_the_check(exported):
+    _, reports, _ = exported
+    trained = reports[TRAINED]
+    assert trained.stdout == ""
+    assert "beam_size=2, n_best=1, alpha=0.6" in trained.stderr  # the run's decoding
+    assert ("tensorflow-text ops: CaseFoldUTF8, NormalizeUTF8, RegexSplitWithOffsets"
+            in trained.stderr)
+    assert "attncli not imported" in trained.stderr
+    assert "beam_size=2, n_best=1, alpha=0.2" in reports["hybrid"].stderr
+    assert "FastWordpieceTokenizeWithOffsets" in reports["hybrid"].stderr
+
+
+def assert_one_line_error(result, fragment):
+    error = one_line_error(result)
+    assert result.stderr.strip() == error
+    assert result.stdout == ""
+    assert fragment in error
+
+
+def test_a_missing_run_is_a_one_line_error_and_writes_nothing(tmp_path):
+    result = CliRunner().invoke(app, ["export", str(tmp_path / "nowhere"), str(tmp_path / "out")])
+    assert_one_line_error(result, "no such run directory")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("occupied", ["directory", "file"])
+def test_a_destination_that_is_not_empty_is_left_alone(tmp_path, occupied):
+    destination = tmp_path / "exported"
+    if occupied == "directory":
+        destination.mkdir()
+        (destination / "notes.txt").write_text("mine")
+    else:
+        destination.write_text("mine")
+    result = CliRunner().invoke(app, ["export", str(FIXTURE_RUN), str(destination)])
+    assert_one_line_error(result, f"{destination} exists and is not an empty directory")
+    assert [path.name for path in tmp_path.iterdir()] == ["exported"]
+    kept = destination / "notes.txt" if occupied == "directory" else destination
+    assert kept.read_text() == "mine"
+
+
+@pytest.mark.slow
+def test_an_export_that_fails_its_check_is_not_written(tmp_path, monkeypatch):
+    monkeypatch.setattr(export_command, "run_check",
+                        lambda directory, samples: {"greedy": ["?"], "beam": ["?"]})
+    destination = tmp_path / "exported"
+    result = CliRunner().invoke(
+        app, ["export", str(FIXTURE_RUN), str(destination), "--sample", "Hola."]
+    )
+    assert_one_line_error(result, "where attncli translate gives")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_blank_is_what_python_strips_away():
+    characters = [chr(code) for code in range(0x110000) if not 0xD800 <= code <= 0xDFFF]
+    expected = [character.strip() == "" for character in characters]
+    texts = [character * 2 for character in characters] + ["", " a ", "\u200b"]
+    found = blank(tf.constant(texts)).numpy().tolist()
+    assert found == expected + [True, False, False]
