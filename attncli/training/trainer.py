@@ -269,8 +269,7 @@ class Trainer:
         raw_loss = validator.loss() if averaging else None
         raw_figures = {}
         if averaging:
-            _, metrics = validator.metric()
-            raw_figures = {f"{key}_raw": value for key, value in metrics.items()}
+            raw_figures = {f"{key}_raw": value for key, value in validator.metric().items()}
         with validator.averaged_weights():
             losses = validator.loss_figures(raw_loss)
             figures = validator.metric()
