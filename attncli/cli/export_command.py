@@ -8,8 +8,8 @@ the run's decoding settings unless `--beam`, `--alpha` or `--n-best` change them
 directory beside it and takes its name with one rename once it has passed its check,
 so DIR never holds half an export and nothing of the user's is ever replaced.
 
-The check: a fresh Python (`python -I`, so neither attncli nor the current directory
-is importable) imports TensorFlow and tensorflow-text only, loads the export, asserts
+The check: a fresh Python (`python -I`: neither the current directory nor PYTHONPATH
+on its path) imports TensorFlow and tensorflow-text only, loads the export, asserts
 that attncli was not imported, and translates the sample sentences with both
 signatures; the translations must equal what `attncli translate` prints for them here.
 What it found goes to stderr; stdout stays empty.
