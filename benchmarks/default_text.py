@@ -35,7 +35,9 @@ from attncli.config.search import SearchConfig  # noqa: E402
 from attncli.data.tokenization import SUFFIX_INDICATOR, TUTORIAL_NORMALIZATION, Tokenizer  # noqa: E402
 from attncli.data.vocabulary import UNK, UNK_TOKEN  # noqa: E402
 from attncli.model.saving import load_model  # noqa: E402
-from attncli.search.evaluation import evaluate_corpus, reference_normaliser, score_outputs  # noqa: E402
+from attncli.search.evaluation import (  # noqa: E402
+    evaluate_corpus, normalised_references, reference_normaliser, score_outputs,
+)
 
 
 def unknowns(texts, tokenizer):
@@ -86,7 +88,7 @@ def main():
     translator = loaded.translator(search, attention_weights=False)
 
     cased, outputs = evaluate_corpus(translator, valid, config.data.task, count=count)
-    references = valid.references()[1][: len(outputs)]
+    sources, references = (side[: len(outputs)] for side in valid.references())
     tutorial = reference_normaliser(Tokenizer("word", **TUTORIAL_NORMALIZATION))
     # A run whose target side normalises already writes its outputs that way; passing them
     # through again would only rewrite its `[UNK]` as `unk` (brackets dropped), which
@@ -94,10 +96,9 @@ def main():
     already = reference_normaliser(loaded.target_tokenizer) is not None
     normalised = score_outputs(
         config.data.task, outputs if already else tutorial(outputs),
-        [tutorial(options) for options in references], lowercase_bleu=False,
+        normalised_references(references, tutorial), lowercase_bleu=False,
     )
     with_unk = [output for output in outputs if UNK_TOKEN in output]
-    sources = valid.references()[0][: len(outputs)]
     flat_references = [reference for options in references for reference in options]
     record = best_validation(args.run)
 
