@@ -22,6 +22,8 @@ other process is writing these files.
 
 import os
 import shutil
+import tempfile
+from pathlib import Path
 
 from attncli.model.saving import MODEL_FILES
 
@@ -48,7 +50,8 @@ def clear_leftovers(run):
     if complete:
         newest = complete[-1]  # a new model ready to be moved in, else the old one
         if run.model_dir.exists():
-            replaced = run.path / f".{run.model_dir.name}.old.replaced"
+            # Retired as attncli.files.replace_directory retires: a fresh `.model.old.*`.
+            replaced = Path(tempfile.mkdtemp(prefix=f".{run.model_dir.name}.old.", dir=run.path))
             os.replace(run.model_dir, replaced)
             model_copies.append(replaced)
         os.replace(newest, run.model_dir)
