@@ -4,7 +4,7 @@ import sys
 
 
 class Recorder:
-    """Keeps `losses` (one per step) and `records` (one per evaluation).
+    """Keeps `losses` (one per step), `records` (one per evaluation) and `messages`.
 
     Args:
         echo: print the trainer's messages on stderr. Defaults to False.
@@ -12,7 +12,7 @@ class Recorder:
 
     def __init__(self, echo=False):
         self.echo = echo
-        self.losses, self.records = [], []
+        self.losses, self.records, self.messages = [], [], []
 
     def start_epoch(self, epoch, total, steps):
         pass
@@ -24,5 +24,6 @@ class Recorder:
         self.records.append(record)
 
     def message(self, text):
+        self.messages.append(text)
         if self.echo:
             print(text, file=sys.stderr)

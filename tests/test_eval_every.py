@@ -61,3 +61,31 @@ def test_with_averaging_each_evaluation_records_the_raw_weights_figures(trained)
         assert {"bleu_raw", "chrf_raw", "valid_loss_raw"} <= set(record)
     # After the first few steps the average and the raw weights decode differently.
     assert any(record["chrf_raw"] != record["chrf"] for record in records)
+
+
+def test_patience_spent_inside_an_epoch_stops_there(tmp_path):
+    """The evaluation that spends the patience ends the run at its step, evaluated once."""
+    from attncli.training.trainer import Trainer
+
+    every, patience = 4, 2
+    config = load_run_config(
+        TINY,
+        ["training.epochs=3", f"training.eval_every={every}", f"training.patience={patience}"],
+    )
+    run = RunDirectory.create(tmp_path / "run")
+    progress = Recorder()
+    trainer = Trainer.from_config(config, run, progress)
+    # A validation figure that never improves after the first evaluation.
+    trainer.validator.metric = lambda: {"bleu": 1.0, "chrf": 1.0}
+    summary = trainer.fit()
+
+    steps = [record["step"] for record in progress.records]
+    assert steps == [every * k for k in range(1, patience + 2)]
+    # The first epoch (over 24 batches of the tiny corpus) was cut short at the last evaluation.
+    assert not any(record["complete_epoch"] for record in progress.records)
+    written = [json.loads(line) for line in (run.path / "metrics.jsonl").read_text().splitlines()]
+    assert [record["step"] for record in written] == steps
+    assert summary["epochs"] == 0
+    assert int(trainer.optimizer.iterations.numpy()) == steps[-1]
+    assert any("stopped early" in message for message in progress.messages)
+    assert "test" in summary

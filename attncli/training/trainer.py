@@ -154,12 +154,16 @@ class Trainer:
                 self.stats.reset()
                 self.progress.start_epoch(epoch + 1, training.epochs, skip)
                 window_start, window_tokens = time.monotonic(), 0
-                finished_epoch, evaluation_due = True, False
+                finished_epoch, evaluation_due, evaluated = True, False, False
                 for inputs, target_out in self._batches(epoch, skip):
                     if evaluation_due:
                         # training.eval_every, inside the epoch (its last batch is evaluated
                         # below as the epoch's end).
                         last_record = self._evaluate(epoch + 1, self._train_loss(), False)
+                        if self._patience_spent():
+                            # Stop here, mid-epoch: this step is evaluated already.
+                            finished_epoch, evaluated = False, True
+                            break
                     if self.workers.distributed:
                         request = self._stop_request(flag, started)
                         result = self.train_step(inputs, target_out, request)
@@ -199,7 +203,8 @@ class Trainer:
                     evaluation_due = bool(training.eval_every) and step % training.eval_every == 0
                 # The trained batches are safe before the (possibly long) evaluation.
                 self.checkpoints.save()
-                last_record = self._evaluate(epoch + 1, self._train_loss(), finished_epoch)
+                if not evaluated:
+                    last_record = self._evaluate(epoch + 1, self._train_loss(), finished_epoch)
                 if finished_epoch:
                     position.epoch.assign_add(1)
                     position.batch.assign(0)
@@ -246,12 +251,17 @@ class Trainer:
             return f"{training.epochs} epochs trained"
         if self.workers.agree(self._out_of_time(started)):
             return f"the time budget of {training.max_minutes:g} minutes is spent"
-        if training.patience and int(self.position.stale_evaluations.numpy()) >= training.patience:
+        if self._patience_spent():
             return (
                 f"stopped early: no better validation {self.config.stop_metric} for "
                 f"{training.patience} evaluations"
             )
         return None
+
+    def _patience_spent(self):
+        """Whether the last `training.patience` evaluations found no better model."""
+        patience = self.config.training.patience
+        return bool(patience) and int(self.position.stale_evaluations.numpy()) >= patience
 
     def _stop_request(self, flag, started):
         """The signal received (its number), 1 when time is up, else 0."""
