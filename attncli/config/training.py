@@ -121,8 +121,9 @@ class LoopConfig(TrainingConfig):
         eval_beam_size: int >= 1, the beam used for that metric. Defaults to 1.
         eval_every: int >= 1 or None, also evaluate (and keep the model if it is the
             best) every this many steps, inside epochs; each evaluation counts for
-            `patience`, and the one that spends it ends the run at its step. Defaults to None (after each epoch, and when the time budget
-            or a signal ends one early).
+            `patience`, and the one that spends it ends the run at its step.
+            Defaults to None (after each epoch, and when the time budget or a
+            signal ends one early).
         distribute: `"none"` (one device), `"mirrored"` (every GPU of this machine,
             or its logical CPU devices) or `"multi-worker"` (the machines of
             `TF_CONFIG`): TensorFlow's strategy that trains on them. Each batch of
