@@ -14,6 +14,8 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from attncli.model import recurrence
+
 
 class _SplitCell(keras.layers.Layer):
     """Weights and projection of the split cells.
@@ -111,14 +113,16 @@ class GRUCell(_SplitCell):
     @staticmethod
     def transition(projected_inputs, states, recurrent_kernel, recurrent_bias):
         (h,) = states
-        x_z, x_r, x_n = ops.split(projected_inputs, 3, axis=-1)
         recurrent = ops.matmul(h, recurrent_kernel) + recurrent_bias
-        h_z, h_r, h_n = ops.split(recurrent, 3, axis=-1)
-        z = ops.sigmoid(x_z + h_z)
-        r = ops.sigmoid(x_r + h_r)
-        n = ops.tanh(x_n + r * h_n)
+        z, _, n, _ = recurrence.gru_gates(projected_inputs, recurrent)
         h = z * h + (1.0 - z) * n
         return h, (h,)
+
+    @staticmethod
+    def sequence(projected_inputs, states, running, recurrent_kernel, recurrent_bias):
+        return (recurrence.gru_states(
+            projected_inputs, states[0], running, recurrent_kernel, recurrent_bias
+        ),)
 
 
 @keras.saving.register_keras_serializable(package="attncli")
@@ -162,11 +166,14 @@ class LSTMCell(_SplitCell):
     @staticmethod
     def transition(projected_inputs, states, recurrent_kernel):
         h, c = states
-        gates = projected_inputs + ops.matmul(h, recurrent_kernel)
-        i, f, g, o = ops.split(gates, 4, axis=-1)
-        c = ops.sigmoid(f) * c + ops.sigmoid(i) * ops.tanh(g)
-        h = ops.sigmoid(o) * ops.tanh(c)
+        i, f, g, o = recurrence.lstm_gates(projected_inputs, ops.matmul(h, recurrent_kernel))
+        c = f * c + i * g
+        h = o * ops.tanh(c)
         return h, (h, c)
+
+    @staticmethod
+    def sequence(projected_inputs, states, running, recurrent_kernel):
+        return recurrence.lstm_states(projected_inputs, *states, running, recurrent_kernel)
 
 
 def make_cell(kind, units, name):
@@ -210,7 +217,9 @@ def run(cells, projected_inputs, initial_states, lengths=None):
     states are stacked and their recurrent products batched, so each step costs one
     batched matmul instead of one per cell. Nothing is masked: with right-padded
     sequences the padding comes after every real step, and `final_state` picks the
-    state of each sequence's last real step.
+    state of each sequence's last real step. The gradient is hand-written
+    (`attncli.model.recurrence`): the backward loop computes only each step's state
+    gradient, the kernels' gradients are one product over all steps.
 
     With `lengths`, step `t` updates only the rows up to the last one still running
     (`length > t`); the rows after it keep their state. Whatever the order this is
@@ -228,48 +237,24 @@ def run(cells, projected_inputs, initial_states, lengths=None):
         Past a row's length its values are unspecified.
     """
     kind = type(cells[0])
-    if len(cells) == 1:
-        weights = cells[0].recurrent_weights()
-        # time-major: T x batch x features
-        inputs = tf.transpose(projected_inputs[0], (1, 0, 2))
-        initializer = tuple(initial_states[0])
-    else:
-        weights = [
-            tf.stack([weight.value for weight in same])
-            for same in zip(*(cell.recurrent_weights() for cell in cells))
-        ]
-        # biases: cells x 1 x features, to broadcast over the batch
-        weights = [w if len(w.shape) == 3 else w[:, None, :] for w in weights]
-        # time-major, cells stacked: T x cells x batch x features
-        inputs = tf.transpose(tf.stack(projected_inputs), (2, 0, 1, 3))
-        initializer = tuple(tf.stack(states) for states in zip(*initial_states))
-
-    if lengths is None:
-
-        def scan_step(states, gates_x):
-            return kind.transition(gates_x, states, *weights)[1]
-
-        states = tf.scan(scan_step, inputs, initializer=initializer)
-    else:
+    weights = [
+        tf.stack([weight.value for weight in same])
+        for same in zip(*(cell.recurrent_weights() for cell in cells))
+    ]
+    # biases: cells x 1 x features, to broadcast over the batch
+    weights = [w if len(w.shape) == 3 else w[:, None, :] for w in weights]
+    # time-major, cells stacked: T x cells x batch x features
+    inputs = tf.transpose(tf.stack(projected_inputs), (2, 0, 1, 3))
+    initializer = tuple(tf.stack(states) for states in zip(*initial_states))
+    running = None
+    if lengths is not None:
         steps = tf.range(tf.shape(inputs)[0])
         rows = tf.range(1, tf.shape(lengths)[0] + 1)
         # running: T, the number of leading rows step t must update
         running = tf.reduce_max(
             tf.where(lengths[None, :] > steps[:, None], rows[None, :], 0), axis=1
         )
-
-        def scan_step(states, elems):
-            gates_x, n = elems
-            # the batch is the second-to-last axis of inputs and states
-            head = tuple(state[..., :n, :] for state in states)
-            _, head = kind.transition(gates_x[..., :n, :], head, *weights)
-            return tuple(
-                tf.concat([new, state[..., n:, :]], axis=-2) for new, state in zip(head, states)
-            )
-
-        states = tf.scan(scan_step, (inputs, running), initializer=initializer)
-    if len(cells) == 1:
-        return [tuple(tf.transpose(s, (1, 0, 2)) for s in states)]
+    states = kind.sequence(inputs, initializer, running, *weights)
     return [
         tuple(tf.transpose(s[:, index], (1, 0, 2)) for s in states)
         for index in range(len(cells))
