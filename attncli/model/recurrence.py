@@ -43,12 +43,16 @@ def lstm_gates(projected_inputs, recurrent):
     return tf.sigmoid(i), tf.sigmoid(f), tf.tanh(g), tf.sigmoid(o)
 
 
-def _kernel_gradient(h_previous, gate_gradients):
-    """`sum_t h_{t-1}^T d(gates_t)` per cell: `(cells, units, features)`, one product."""
+def _kernel_gradients(h_previous, gate_gradients):
+    """`sum_t h_{t-1}^T d(gates_t)` per cell, `(cells, units, features)`, in one product;
+    and `sum_t d(gates_t)` summed over the batch too, `(cells, features)`."""
     def folded(x):
+        # per cell: (T * batch) x features
         return tf.reshape(tf.transpose(x, (1, 0, 2, 3)), (tf.shape(x)[1], -1, x.shape[-1]))
 
-    return tf.matmul(folded(h_previous), folded(gate_gradients), transpose_a=True)
+    gate_gradients = folded(gate_gradients)
+    return (tf.matmul(folded(h_previous), gate_gradients, transpose_a=True),
+            tf.reduce_sum(gate_gradients, axis=1))
 
 
 def _step_mask(running, states):
@@ -162,8 +166,8 @@ def gru_states(inputs, h0, running, recurrent_kernel, recurrent_bias):
             if mask is not None:
                 g = g * mask
             d_gates = tf.concat([g, g, g], axis=-1) * d_recurrent
-            d_kernel = _kernel_gradient(h_previous, d_gates)
-            d_bias = tf.reshape(tf.reduce_sum(d_gates, axis=(0, 2)), tf.shape(recurrent_bias))
+            d_kernel, d_bias = _kernel_gradients(h_previous, d_gates)
+            d_bias = tf.reshape(d_bias, tf.shape(recurrent_bias))
             d_inputs = tf.concat([g * d_z, g * d_r, g * d_n], axis=-1)
             return d_inputs, _first(carries, h0), d_kernel, d_bias
 
@@ -241,7 +245,7 @@ def lstm_states(inputs, h0, c0, running, recurrent_kernel):
             if mask is not None:
                 g_h, g_c = g_h * mask, g_c * mask
             d_gates = tf.concat([g_c, g_c, g_c, g_h], axis=-1) * d_activations
-            d_kernel = _kernel_gradient(h_previous, d_gates)
+            d_kernel, _ = _kernel_gradients(h_previous, d_gates)
             return d_gates, _first(h_carries, h0), _first(c_carries, c0), d_kernel
 
         return (hs, cs), gradient

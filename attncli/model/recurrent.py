@@ -184,12 +184,19 @@ def make_cell(kind, units, name):
     return cells[kind](units, name=name)
 
 
+# Below this share of padding `project_tokens` multiplies every position: packing and
+# scattering the tokens costs more than the padding's share of the product (bucketed
+# batches have 1% padding, random ones about half).
+PACKING_PADDING = 0.1
+
+
 def project_tokens(cells, inputs, mask):
     """Every cell's `project_inputs(inputs)` at the real positions, in one product.
 
-    Padding positions are left out of the product (their projections are 0): the
-    real tokens are packed, multiplied by the cells' kernels side by side and
-    scattered back.
+    Padding positions are left out of the product (their projections are 0): if the
+    batch is at least `PACKING_PADDING` padding, the real tokens are packed,
+    multiplied by the cells' kernels side by side and scattered back; otherwise every
+    position is multiplied and the padding's projections are zeroed.
 
     Args:
         cells: list of cells reading the same `inputs`.
@@ -199,14 +206,27 @@ def project_tokens(cells, inputs, mask):
     Returns:
         list, per cell, of `(batch_size, T, gates * units)`.
     """
-    positions = tf.where(mask)
-    # packed: tokens x d
-    packed = tf.gather_nd(inputs, positions)
     kernel = tf.concat([cell.kernel.value for cell in cells], axis=1)
     bias = tf.concat([cell.bias.value for cell in cells], axis=0)
-    projected = tf.matmul(packed, kernel) + bias
-    shape = tf.concat([tf.shape(mask, out_type="int64"), tf.shape(bias, out_type="int64")], 0)
-    projected = tf.scatter_nd(positions, projected, shape)
+
+    def packed():
+        positions = tf.where(mask)
+        # packed: tokens x d
+        projected = tf.matmul(tf.gather_nd(inputs, positions), kernel) + bias
+        shape = tf.concat(
+            [tf.shape(mask, out_type="int64"), tf.shape(bias, out_type="int64")], 0
+        )
+        return tf.scatter_nd(positions, projected, shape)
+
+    def every_position():
+        # one 2-D product: a 3-D one broadcasts the kernel, and its gradient sums
+        # a product per sentence
+        flat = tf.reshape(inputs, (-1, inputs.shape[-1]))
+        projected = tf.reshape(tf.matmul(flat, kernel) + bias, (*tf.unstack(tf.shape(mask)), -1))
+        return projected * tf.cast(mask, projected.dtype)[:, :, None]
+
+    padding = 1.0 - tf.reduce_mean(tf.cast(mask, "float32"))
+    projected = tf.cond(padding >= PACKING_PADDING, packed, every_position)
     return tf.split(projected, len(cells), axis=-1)
 
 
@@ -255,10 +275,10 @@ def run(cells, projected_inputs, initial_states, lengths=None):
             tf.where(lengths[None, :] > steps[:, None], rows[None, :], 0), axis=1
         )
     states = kind.sequence(inputs, initializer, running, *weights)
-    return [
-        tuple(tf.transpose(s[:, index], (1, 0, 2)) for s in states)
-        for index in range(len(cells))
-    ]
+    # per cell, batch-major; unstacked, as slicing each cell out costs a gradient
+    # that writes a zero-filled copy of all cells' states per cell
+    per_cell = zip(*(tf.unstack(s, axis=1) for s in states))
+    return [tuple(tf.transpose(s, (1, 0, 2)) for s in cell_states) for cell_states in per_cell]
 
 
 def final_state(states, lengths, initial_state):

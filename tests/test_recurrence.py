@@ -1,0 +1,228 @@
+"""The recurrence's hand-written gradient against NumPy finite differences and TF autodiff.
+
+The NumPy reference runs the GRU (reset-after) and LSTM equations of the cells'
+docstrings step by step in float64, on stacked cells, updating at step `t` only the
+leading rows up to the last one with `length > t` (the other rows keep their state);
+its gradients are central finite differences of `sum(states * cotangent)`, with a
+cotangent on every position, padding included. The TF reference is autodiff of a
+plain `tf.scan` over the same steps.
+"""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from attncli.model import recurrence, recurrent
+from attncli.model.recurrent import GRUCell, LSTMCell
+
+T, CELLS, BATCH, UNITS = 4, 2, 3, 2
+
+
+def sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def numpy_gru_step(x, h, kernel, bias):
+    u = h.shape[-1]
+    recurrent_term = h @ kernel + bias
+    z = sigmoid(x[:, :u] + recurrent_term[:, :u])
+    r = sigmoid(x[:, u:2 * u] + recurrent_term[:, u:2 * u])
+    n = np.tanh(x[:, 2 * u:] + r * recurrent_term[:, 2 * u:])
+    return (z * h + (1 - z) * n,)
+
+
+def numpy_lstm_step(x, h, c, kernel):
+    u = h.shape[-1]
+    gates = x + h @ kernel
+    i, f, g, o = (gates[:, k * u:(k + 1) * u] for k in range(4))
+    c = sigmoid(f) * c + sigmoid(i) * np.tanh(g)
+    return sigmoid(o) * np.tanh(c), c
+
+
+def numpy_running(lengths, steps):
+    """Per step, one past the last row with `length > t` (0 if none)."""
+    return [max([row + 1 for row, length in enumerate(lengths) if length > t], default=0)
+            for t in range(steps)]
+
+
+def numpy_states(kind, inputs, initial, weights, lengths):
+    """Every step's states, `(T, cells, batch, units)` each, from the equations."""
+    step = numpy_gru_step if kind == "gru" else numpy_lstm_step
+    running = numpy_running(lengths, inputs.shape[0]) if lengths is not None else None
+    states = [s.copy() for s in initial]
+    history = []
+    for t in range(inputs.shape[0]):
+        n = BATCH if running is None else running[t]
+        for cell in range(inputs.shape[1]):
+            cell_weights = [w[cell] for w in weights]
+            if kind == "gru":
+                cell_weights[1] = cell_weights[1].reshape(-1)
+            new = step(inputs[t, cell, :n], *(s[cell, :n] for s in states), *cell_weights)
+            for s, value in zip(states, new):
+                s[cell, :n] = value
+        history.append([s.copy() for s in states])
+    return [np.stack([h[k] for h in history]) for k in range(len(states))]
+
+
+def finite_differences(function, arrays, epsilon=1e-6):
+    """Central differences of the scalar `function(*arrays)` with respect to every array."""
+    gradients = []
+    for array in arrays:
+        gradient = np.zeros_like(array)
+        for index in np.ndindex(array.shape):
+            saved = array[index]
+            array[index] = saved + epsilon
+            up = function(*arrays)
+            array[index] = saved - epsilon
+            down = function(*arrays)
+            array[index] = saved
+            gradient[index] = (up - down) / (2 * epsilon)
+        gradients.append(gradient)
+    return gradients
+
+
+def random_problem(kind, seed):
+    rng = np.random.default_rng(seed)
+    gates = 3 if kind == "gru" else 4
+    inputs = rng.normal(size=(T, CELLS, BATCH, gates * UNITS))
+    initial = [rng.normal(size=(CELLS, BATCH, UNITS)) for _ in range(1 if kind == "gru" else 2)]
+    weights = [rng.normal(size=(CELLS, UNITS, gates * UNITS))]
+    if kind == "gru":
+        weights.append(rng.normal(size=(CELLS, 1, gates * UNITS)))
+    cotangents = [rng.normal(size=(T, CELLS, BATCH, UNITS)) for _ in initial]
+    return inputs, initial, weights, cotangents
+
+
+def ours(kind, inputs, initial, weights, lengths):
+    running = None
+    if lengths is not None:
+        running = tf.constant(numpy_running(lengths, T), tf.int32)
+    if kind == "gru":
+        return (recurrence.gru_states(inputs, *initial, running, *weights),)
+    return recurrence.lstm_states(inputs, *initial, running, *weights)
+
+
+def our_gradients(kind, inputs, initial, weights, cotangents, lengths):
+    arrays = [tf.constant(a) for a in [inputs, *initial, *weights]]
+    with tf.GradientTape() as tape:
+        tape.watch(arrays)
+        states = ours(kind, arrays[0], arrays[1:1 + len(initial)],
+                      arrays[1 + len(initial):], lengths)
+        loss = tf.add_n([tf.reduce_sum(s * c) for s, c in zip(states, cotangents)])
+    return [s.numpy() for s in states], [g.numpy() for g in tape.gradient(loss, arrays)]
+
+
+LENGTHS = [None, [4, 3, 1], [4, 4, 4], [2, 0, 3], [0, 0, 0]]
+
+
+@pytest.mark.parametrize("lengths", LENGTHS, ids=str)
+@pytest.mark.parametrize("kind", ["gru", "lstm"])
+def test_gradient_equals_numpy_finite_differences(kind, lengths):
+    inputs, initial, weights, cotangents = random_problem(kind, seed=len(str(lengths)))
+
+    def loss(inputs, *rest):
+        states = numpy_states(kind, inputs, rest[:len(initial)], rest[len(initial):], lengths)
+        return sum(np.sum(s * c) for s, c in zip(states, cotangents))
+
+    expected_states = numpy_states(kind, inputs, initial, weights, lengths)
+    expected = finite_differences(loss, [inputs, *initial, *weights])
+    states, gradients = our_gradients(kind, inputs, initial, weights, cotangents, lengths)
+    for state, reference in zip(states, expected_states):
+        np.testing.assert_allclose(state, reference, rtol=1e-12, atol=1e-12)
+    for gradient, reference in zip(gradients, expected):
+        np.testing.assert_allclose(gradient, reference, rtol=1e-6, atol=1e-8)
+
+
+def autodiff_states(kind, inputs, initial, weights, running):
+    """A plain `tf.scan` of the cells' `transition`, differentiated by TensorFlow."""
+    transition = GRUCell.transition if kind == "gru" else LSTMCell.transition
+
+    def step(states, elems):
+        x, n = elems
+        _, head = transition(x[..., :n, :], tuple(s[..., :n, :] for s in states), *weights)
+        return tuple(tf.concat([a, s[..., n:, :]], axis=-2) for a, s in zip(head, states))
+
+    return tf.scan(step, (inputs, running), initializer=tuple(initial))
+
+
+@pytest.mark.parametrize("lengths", LENGTHS, ids=str)
+@pytest.mark.parametrize("kind", ["gru", "lstm"])
+def test_gradient_equals_autodiff_of_the_plain_loop(kind, lengths):
+    inputs, initial, weights, cotangents = random_problem(kind, seed=7)
+    arrays = [tf.constant(a, tf.float32) for a in [inputs, *initial, *weights]]
+    running = tf.constant(numpy_running(lengths or [T] * BATCH, T), tf.int32)
+    count = len(initial)
+    results = []
+    for run in (lambda a: ours(kind, a[0], a[1:1 + count], a[1 + count:], lengths),
+                lambda a: autodiff_states(kind, a[0], a[1:1 + count], a[1 + count:], running)):
+        with tf.GradientTape() as tape:
+            tape.watch(arrays)
+            states = run(arrays)
+            loss = tf.add_n([tf.reduce_sum(s * c) for s, c in zip(states, cotangents)])
+        results.append(tape.gradient(loss, arrays))
+    for gradient, reference in zip(*results):
+        np.testing.assert_allclose(gradient, reference, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["gru", "lstm"])
+def test_run_of_two_cells_with_lengths_equals_numpy(kind):
+    """`recurrent.run` on batch-first inputs, both cells stacked, against the reference."""
+    keras.utils.set_random_seed(3)
+    cells = [recurrent.make_cell(kind, UNITS, name=f"cell_{i}") for i in range(CELLS)]
+    for cell in cells:
+        cell.build((None, 5))
+        for weight in cell.trainable_variables:
+            weight.assign(np.random.default_rng(4).normal(size=weight.shape))
+    inputs, initial, _, cotangents = random_problem(kind, seed=5)
+    lengths = [3, 4, 1]
+    projected = [tf.constant(inputs[:, c].transpose(1, 0, 2), tf.float32) for c in range(CELLS)]
+    states_in = [tuple(tf.constant(s[c], tf.float32) for s in initial) for c in range(CELLS)]
+    variables = [w for cell in cells for w in cell.recurrent_weights()]
+    with tf.GradientTape() as tape:
+        tape.watch(projected)
+        states = recurrent.run(cells, projected, states_in, lengths=tf.constant(lengths))
+        loss = tf.add_n([
+            tf.reduce_sum(s * cotangents[k][:, c].transpose(1, 0, 2))
+            for c in range(CELLS) for k, s in enumerate(states[c])
+        ])
+    d_projected, d_weights = tape.gradient(loss, [projected, variables])
+
+    weights = [np.stack([w.numpy() for w in same]).astype("float64")
+               for same in zip(*(cell.recurrent_weights() for cell in cells))]
+    if kind == "gru":
+        weights[1] = weights[1][:, None, :]
+
+    def reference_loss(inputs, *weights):
+        history = numpy_states(kind, inputs, initial, weights, lengths)
+        return sum(np.sum(s * c) for s, c in zip(history, cotangents))
+
+    expected = finite_differences(reference_loss, [inputs, *weights])
+    for c in range(CELLS):
+        np.testing.assert_allclose(d_projected[c], expected[0][:, c].transpose(1, 0, 2),
+                                   rtol=1e-3, atol=1e-4)
+    # d_weights: per cell, its recurrent weights in order
+    count = len(weights)
+    for index, reference in enumerate(expected[1:]):
+        for c in range(CELLS):
+            gradient = d_weights[c * count + index].numpy()
+            np.testing.assert_allclose(gradient, reference[c].reshape(gradient.shape),
+                                       rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("lengths", [[11, 11], [11, 10], [6, 3]],
+                         ids=["no padding", "padding below the packing share", "packed"])
+def test_project_tokens_is_the_input_projection_zero_at_padding(lengths):
+    """Both of its paths (every position, packed tokens) against `x W + b`."""
+    keras.utils.set_random_seed(6)
+    cells = [GRUCell(3, name="a"), GRUCell(3, name="b")]
+    rng = np.random.default_rng(8)
+    for cell in cells:
+        cell.build((None, 4))
+        cell.bias.assign(rng.normal(size=cell.bias.shape))
+    inputs = rng.normal(size=(2, 11, 4)).astype("float32")
+    mask = np.arange(11)[None, :] < np.array(lengths)[:, None]
+    projected = recurrent.project_tokens(cells, tf.constant(inputs), tf.constant(mask))
+    for cell, result in zip(cells, projected):
+        expected = (inputs @ cell.kernel.numpy() + cell.bias.numpy()) * mask[:, :, None]
+        np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-6)
