@@ -51,7 +51,9 @@ def main():
     parser.add_argument("--data-dir", type=Path)
     args = parser.parse_args()
     if args.steps <= 30:
-        parser.error(f"--steps must be over 30 (the first 30 are not timed). Received: {args.steps}")
+        parser.error(
+            f"--steps must be over 30 (the first 30 are not timed). Received: {args.steps}"
+        )
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     rows = [("python", *memory())]
 
