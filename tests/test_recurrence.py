@@ -141,14 +141,16 @@ def autodiff_states(kind, inputs, initial, weights, running):
     def step(states, elems):
         x, n = elems
         _, head = transition(x[..., :n, :], tuple(s[..., :n, :] for s in states), *weights)
-        return tuple(tf.concat([a, s[..., n:, :]], axis=-2) for a, s in zip(head, states))
+        return tuple(tf.ensure_shape(tf.concat([a, s[..., n:, :]], axis=-2), s.shape)
+                     for a, s in zip(head, states))
 
     return tf.scan(step, (inputs, running), initializer=tuple(initial))
 
 
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "tf.function"])
 @pytest.mark.parametrize("lengths", LENGTHS, ids=str)
 @pytest.mark.parametrize("kind", ["gru", "lstm"])
-def test_gradient_equals_autodiff_of_the_plain_loop(kind, lengths):
+def test_gradient_equals_autodiff_of_the_plain_loop(kind, lengths, compiled):
     inputs, initial, weights, cotangents = random_problem(kind, seed=7)
     arrays = [tf.constant(a, tf.float32) for a in [inputs, *initial, *weights]]
     running = tf.constant(numpy_running(lengths or [T] * BATCH, T), tf.int32)
@@ -156,11 +158,14 @@ def test_gradient_equals_autodiff_of_the_plain_loop(kind, lengths):
     results = []
     for run in (lambda a: ours(kind, a[0], a[1:1 + count], a[1 + count:], lengths),
                 lambda a: autodiff_states(kind, a[0], a[1:1 + count], a[1 + count:], running)):
-        with tf.GradientTape() as tape:
-            tape.watch(arrays)
-            states = run(arrays)
-            loss = tf.add_n([tf.reduce_sum(s * c) for s, c in zip(states, cotangents)])
-        results.append(tape.gradient(loss, arrays))
+        def gradients(arrays, run=run):
+            with tf.GradientTape() as tape:
+                tape.watch(arrays)
+                states = run(arrays)
+                loss = tf.add_n([tf.reduce_sum(s * c) for s, c in zip(states, cotangents)])
+            return tape.gradient(loss, arrays)
+
+        results.append((tf.function(gradients) if compiled else gradients)(arrays))
     for gradient, reference in zip(*results):
         np.testing.assert_allclose(gradient, reference, rtol=1e-5, atol=1e-6)
 
@@ -226,3 +231,20 @@ def test_project_tokens_is_the_input_projection_zero_at_padding(lengths):
     for cell, result in zip(cells, projected):
         expected = (inputs @ cell.kernel.numpy() + cell.bias.numpy()) * mask[:, :, None]
         np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_project_tokens_and_run_take_a_batch_of_no_rows():
+    """A replica's share of a one-sentence batch is empty; shapes stay whole."""
+    cells = [GRUCell(4, name="a"), GRUCell(4, name="b")]
+    for cell in cells:
+        cell.build((None, 3))
+
+    @tf.function(input_signature=[tf.TensorSpec((None, None, 3)), tf.TensorSpec((None, None), tf.bool)])
+    def states(inputs, mask):
+        projected = recurrent.project_tokens(cells, inputs, mask)
+        lengths = tf.reduce_sum(tf.cast(mask, "int32"), axis=1)
+        initial = [cell.initial_state(tf.shape(inputs)[0]) for cell in cells]
+        return projected[0], recurrent.run(cells, projected, initial, lengths)[1][0]
+
+    projected, backward = states(tf.zeros((0, 5, 3)), tf.zeros((0, 5), bool))
+    assert projected.shape == (0, 5, 12) and backward.shape == (0, 5, 4)

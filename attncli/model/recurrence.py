@@ -65,7 +65,10 @@ def _step_mask(running, states):
 
 def _join(head, full, n):
     """`head` for the first `n` rows (batch axis -2), `full`'s own rows after them."""
-    return tf.concat([head, full[..., n:, :]], axis=-2)
+    joined = tf.concat([head, full[..., n:, :]], axis=-2)
+    # a loop's carry keeps its static shape, which the concatenation loses
+    joined.set_shape(full.shape)
+    return joined
 
 
 def _forward(transition, inputs, states, running):

@@ -222,7 +222,9 @@ def project_tokens(cells, inputs, mask):
         # one 2-D product: a 3-D one broadcasts the kernel, and its gradient sums
         # a product per sentence
         flat = tf.reshape(inputs, (-1, inputs.shape[-1]))
-        projected = tf.reshape(tf.matmul(flat, kernel) + bias, (*tf.unstack(tf.shape(mask)), -1))
+        # the shape in full: with no rows (a replica's share of a tiny batch) -1 is undefined
+        shape = tf.concat([tf.shape(mask), tf.shape(bias)], 0)
+        projected = tf.reshape(tf.matmul(flat, kernel) + bias, shape)
         return projected * tf.cast(mask, projected.dtype)[:, :, None]
 
     padding = 1.0 - tf.reduce_mean(tf.cast(mask, "float32"))
