@@ -239,7 +239,9 @@ def test_project_tokens_and_run_take_a_batch_of_no_rows():
     for cell in cells:
         cell.build((None, 3))
 
-    @tf.function(input_signature=[tf.TensorSpec((None, None, 3)), tf.TensorSpec((None, None), tf.bool)])
+    @tf.function(input_signature=[
+        tf.TensorSpec((None, None, 3)), tf.TensorSpec((None, None), tf.bool),
+    ])
     def states(inputs, mask):
         projected = recurrent.project_tokens(cells, inputs, mask)
         lengths = tf.reduce_sum(tf.cast(mask, "int32"), axis=1)
