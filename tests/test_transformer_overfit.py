@@ -81,7 +81,10 @@ def test_greedy_and_beam_give_back_every_learned_target(name):
         for batch in np.array_split(order, 3):
             train_step((tf.constant(source_ids[batch]), tf.constant(target_in[batch])),
                        tf.constant(target_out[batch]))
-        if epoch % 10 == 9 and emitted(greedy(source_ids)) == expected:
+        # Until both searches give every target back: once greedy does, beam can still
+        # find a likelier (shorter) path for a target that is not yet learned firmly.
+        if (epoch % 10 == 9 and emitted(greedy(source_ids)) == expected
+                and emitted(beam(source_ids)) == expected):
             break
     print(f"{name}: {epoch + 1} epochs in {time.monotonic() - start:.0f} s")
     assert emitted(greedy(source_ids)) == expected
