@@ -2,12 +2,13 @@
 
 TensorFlow's gradient of a while loop keeps every step's intermediates on stacks
 and, going backward, multiplies by the recurrent kernel twice per step: once for the
-state's gradient, once for the kernel's. Here the forward loop keeps only the states;
-the backward loop runs in reverse computing only each step's state gradient
-`dh_{t-1}`, and everything that does not carry over time is computed outside the
-loops on all steps at once: the gate activations again from the stacked states (one
-large product with the recurrent kernel), the gates' gradients, the kernel's gradient
-`dU = sum_t h_{t-1}^T d(gates_t)` (one large product) and the inputs' gradient.
+state's gradient, once for the kernel's. Here the forward loop keeps the states and
+the recurrent products `h U (+ b^h)`; the backward loop runs in reverse computing only
+each step's state gradient `dh_{t-1}`, and everything that does not carry over time
+is computed outside the loops on all steps at once: the gate activations (from the
+kept inputs and recurrent products, without another product), the gates' gradients,
+the kernel's gradient `dU = sum_t h_{t-1}^T d(gates_t)` (one large product) and the
+inputs' gradient.
 
 Tensors are time-major with the cells stacked: inputs `(T, cells, batch, gates * units)`,
 states `(T, cells, batch, units)`, recurrent kernels `(cells, units, gates * units)`.
