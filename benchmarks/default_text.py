@@ -32,7 +32,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from attncli.config.data import read_splits  # noqa: E402
 from attncli.config.run import load_run_config  # noqa: E402
 from attncli.config.search import SearchConfig  # noqa: E402
-from attncli.data.tokenization import SUFFIX_INDICATOR, TUTORIAL_NORMALIZATION, Tokenizer  # noqa: E402
+from attncli.data.tokenization import (  # noqa: E402
+    SUFFIX_INDICATOR, TUTORIAL_NORMALIZATION, Tokenizer,
+)
 from attncli.data.vocabulary import UNK, UNK_TOKEN  # noqa: E402
 from attncli.model.saving import load_model  # noqa: E402
 from attncli.search.evaluation import (  # noqa: E402
@@ -55,7 +57,9 @@ def unknowns(texts, tokenizer):
     for normalised in tokenizer.normalize(texts).numpy():
         characters.update(normalised.decode("utf-8"))
     characters.discard(" ")
-    lacking = sorted(c for c in characters if c not in tokens and SUFFIX_INDICATOR + c not in tokens)
+    lacking = sorted(
+        c for c in characters if c not in tokens and SUFFIX_INDICATOR + c not in tokens
+    )
     return count, lacking
 
 

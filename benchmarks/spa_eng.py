@@ -224,7 +224,8 @@ def main():
         ours = json.loads(greedy_result.read_text())
         tutorial = json.loads(tutorial_result.read_text())
         beam = json.loads((run_dir / "test.json").read_text())
-        records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+        records = [json.loads(line) for line in lines]
 
     steps = records[-1]["step"]
     print(f"\nTatoeba spa→en, {ours['greedy']['sentences']} held-out Spanish sentences, "

@@ -35,7 +35,8 @@ def test_translation_figures_equal_sacrebleu_with_several_references():
     streams = [["the cat sat on the mat .", "A dog runs ."],
                ["There is a cat on the mat .", "A dog runs ."]]
     assert figures["bleu"] == sacrebleu.corpus_bleu(outputs, streams).score
-    assert figures["bleu_lowercase"] == sacrebleu.corpus_bleu(outputs, streams, lowercase=True).score
+    lowercase = sacrebleu.corpus_bleu(outputs, streams, lowercase=True)
+    assert figures["bleu_lowercase"] == lowercase.score
     assert figures["chrf"] == sacrebleu.corpus_chrf(outputs, streams).score
     assert figures["bleu_lowercase"] > figures["bleu"]
     cased_only = score_outputs("translation", outputs, references, lowercase_bleu=False)
