@@ -41,7 +41,11 @@ KINDS = {
                {"--beam": "2", "--alpha": "0.2"}),
 }
 TRAINED = "rnn-luong (trained run)"
-KIND_NAMES = [TRAINED, *KINDS]
+# The self-attention model exported with `--ensemble` and a second model of its
+# tokenizers (`ENSEMBLE_MEMBER`), translated with the same option.
+ENSEMBLE = "ensemble (self-attention + rnn)"
+ENSEMBLE_MEMBER = (dict(decoder="luong", score="general", input_feeding=True), "char")
+KIND_NAMES = [TRAINED, *KINDS, ENSEMBLE]
 
 SERVE = """
 import json, sys
@@ -114,6 +118,13 @@ def seeded_model_directory(directory, fields, level):
     return directory
 
 
+def kind_options(kind, models):
+    """The `attncli export` options of `kind`, also given to `attncli translate`."""
+    if kind == ENSEMBLE:  # the member lies beside the first model
+        return {"--ensemble": str(models[ENSEMBLE].parent / "ensemble-member")}
+    return KINDS[kind][2] if kind in KINDS else {}
+
+
 def translate(model, *options, lines=LINES, tmp_path):
     """`attncli translate MODEL --input FILE OPTIONS`: its stdout lines."""
     source = tmp_path / "lines.txt"
@@ -133,13 +144,15 @@ def exported(tmp_path_factory):
     shutil.copytree(FIXTURE_RUN, models[TRAINED])
     for kind, (fields, level, _) in KINDS.items():
         models[kind] = seeded_model_directory(work / kind, fields, level)
+    models[ENSEMBLE] = models["self-attention"]
+    seeded_model_directory(work / "ensemble-member", *ENSEMBLE_MEMBER)
     exports, reports = {}, {}
     for kind, model in models.items():
         exports[kind] = work / "exports" / kind.split()[0]
         if kind == "self-attention":
             exports[kind].mkdir(parents=True)  # an empty directory is taken
-        if kind in KINDS:
-            options = [part for option in KINDS[kind][2].items() for part in option]
+        if kind in KINDS or kind == ENSEMBLE:
+            options = [part for option in kind_options(kind, models).items() for part in option]
             result = CliRunner().invoke(app, ["export", str(model), str(exports[kind]), *options])
             assert result.exit_code == 0, result.output
             reports[kind] = result
@@ -164,9 +177,10 @@ def exported(tmp_path_factory):
 @pytest.mark.parametrize("kind", KIND_NAMES)
 def test_the_export_translates_as_attncli_translate_prints(exported, kind, tmp_path):
     models, _, served = exported
-    options = KINDS[kind][2] if kind in KINDS else {}
-    alpha = ["--alpha", options["--alpha"]] if "--alpha" in options else []
-    greedy = translate(models[kind], "--beam", "1", *alpha, tmp_path=tmp_path)
+    options = kind_options(kind, models)
+    kept = [part for name in ("--alpha", "--ensemble") if name in options
+            for part in (name, options[name])]
+    greedy = translate(models[kind], "--beam", "1", *kept, tmp_path=tmp_path)
     beam = translate(models[kind], *[part for option in options.items() for part in option],
                      tmp_path=tmp_path)
     assert served[kind]["greedy"]["translation"]["value"] == greedy
@@ -188,6 +202,12 @@ def test_the_export_translates_as_attncli_translate_prints(exported, kind, tmp_p
                 assert (text, score) == ("", 0.0)
             else:
                 assert score < 0
+
+
+@pytest.mark.slow
+def test_the_ensemble_is_not_its_first_model_alone(exported):
+    _, _, served = exported
+    assert served[ENSEMBLE]["beam"]["scores"] != served["self-attention"]["beam"]["scores"]
 
 
 @pytest.mark.slow

@@ -280,6 +280,12 @@ def translate(
         typer.Option("--replace-unk", help="Replace each [UNK] output by the source word "
                      "aligned to it (word-level targets only)."),
     ] = False,
+    ensemble: Annotated[
+        list[Path] | None,
+        typer.Option("--ensemble", help="Another run (or model directory) trained on the "
+                     "same data, decoded together with RUN: their next-token probabilities "
+                     "are averaged. Repeat for more."),
+    ] = None,
 ):
     """Translate sentences with a trained run, one output line per input line."""
     _load_tensorflow(ctx)
@@ -289,7 +295,7 @@ def translate(
         run_path=run, texts=texts or [], input_file=input_file, beam=beam, alpha=alpha,
         n_best=n_best, output_format=output_format, reference=reference,
         batch_size=batch_size, console=_stderr_console(), alignments=alignments,
-        replace_unk=replace_unk,
+        replace_unk=replace_unk, ensemble=ensemble or [],
     )
     raise typer.Exit(code=code)
 
@@ -321,6 +327,12 @@ def export(
         typer.Option("--sample", help="A sentence for the check (repeatable).",
                      show_default="words of the source vocabulary"),
     ] = None,
+    ensemble: Annotated[
+        list[Path] | None,
+        typer.Option("--ensemble", help="Another run (or model directory) trained on the "
+                     "same data, exported together with RUN as one ensemble (as translate "
+                     "--ensemble decodes it). Repeat for more."),
+    ] = None,
 ):
     """Export a trained model as a TensorFlow SavedModel: strings in, translations out.
 
@@ -331,7 +343,7 @@ def export(
     code = run_export(
         run_path=run, destination=directory, beam=beam, alpha=alpha, n_best=n_best,
         samples=samples or [], console=_stderr_console(),
-        load_tensorflow=lambda: _load_tensorflow(ctx),
+        load_tensorflow=lambda: _load_tensorflow(ctx), ensemble=ensemble or [],
     )
     raise typer.Exit(code=code)
 

@@ -4,9 +4,11 @@ process.
 The SavedModel (`attncli.search.serving`) translates strings to strings with a
 `greedy` and a `beam` signature; the beam's width, alpha, n-best and maximum length are
 the run's decoding settings unless `--beam`, `--alpha` or `--n-best` change them, as in
-`attncli translate`. DIR must be new or empty: the export is written into a temporary
-directory beside it and takes its name with one rename once it has passed its check,
-so DIR never holds half an export and nothing of the user's is ever replaced.
+`attncli translate`; with `--ensemble OTHER_RUN` (repeatable) the graph decodes RUN and
+the other runs as one ensemble, as `attncli translate --ensemble` does. DIR must be new
+or empty: the export is written into a temporary directory beside it and takes its name
+with one rename once it has passed its check, so DIR never holds half an export and
+nothing of the user's is ever replaced.
 
 The check: a fresh Python (`python -I`: neither the current directory nor PYTHONPATH
 on its path) imports TensorFlow and tensorflow-text only, loads the export, asserts
@@ -84,10 +86,12 @@ def run_check(directory, samples):
     return json.loads(completed.stdout)
 
 
-def export(*, run_path, destination, beam, alpha, n_best, samples, console, load_tensorflow):
+def export(*, run_path, destination, beam, alpha, n_best, samples, console, load_tensorflow,
+           ensemble=()):
     """Run `attncli export`; returns the process exit code."""
     destination = Path(destination)
     directory = model_directory(run_path)
+    members = [directory, *(model_directory(path) for path in ensemble)]
     if not vacant(destination):
         raise AttncliError(
             f"{destination} exists and is not an empty directory; give a new directory "
@@ -97,10 +101,10 @@ def export(*, run_path, destination, beam, alpha, n_best, samples, console, load
 
     from attncli.config.search import SearchConfig
     from attncli.files import new_directory
-    from attncli.model.saving import load_model
     from attncli.search import serving
+    from attncli.search.ensemble import load_ensemble
 
-    loaded = load_model(directory)
+    loaded = load_ensemble(members)
     base = SearchConfig(**loaded.metadata.get("decoding", {}))
     searches = {"greedy": search_config(base, 1, alpha, None),
                 "beam": search_config(base, beam, alpha, n_best)}

@@ -28,6 +28,10 @@ counts (punctuation marks apart, subword pieces glued), as OpenNMT-py's `-report
     json   `source_words` (the words `i` counts), and `words` and `alignment` in each
            hypothesis
 
+`--ensemble OTHER_RUN` (repeatable) decodes RUN together with other runs trained on
+the same data: at each step the search emits from the mean of their next-token
+distributions (`attncli.search.ensemble`); the decoding settings are RUN's.
+
 `--replace-unk` replaces each `[UNK]` of a word-level target by the source word it is
 aligned to; on a subword- or character-level target it is refused (no `[UNK]` stands
 for a whole word there).
@@ -278,7 +282,7 @@ def check_replace_unk(target_level):
 
 
 def translate(*, run_path, texts, input_file, beam, alpha, n_best, output_format, reference,
-              batch_size, console, alignments=False, replace_unk=False):
+              batch_size, console, alignments=False, replace_unk=False, ensemble=()):
     """Run `attncli translate`; returns the process exit code."""
     if output_format not in FORMATS:
         raise AttncliError(
@@ -287,18 +291,19 @@ def translate(*, run_path, texts, input_file, beam, alpha, n_best, output_format
     if batch_size < 1:
         raise AttncliError(f"--batch-size must be >= 1. Received: --batch-size={batch_size}")
     directory = model_directory(run_path)
+    members = [directory, *(model_directory(path) for path in ensemble)]
     source = open_input(texts, input_file)
     references = read_references(reference, source.count) if reference is not None else None
     if source.interactive:
         console.print("reading sentences from the terminal, one per line; Ctrl-D ends",
                       highlight=False)
 
-    from attncli.model.saving import load_model
     from attncli.config.search import SearchConfig
+    from attncli.search.ensemble import load_ensemble
 
     written, best = 0, []
     try:
-        loaded = load_model(directory)
+        loaded = load_ensemble(members)
         levels = loaded.source_tokenizer.level, loaded.target_tokenizer.level
         if replace_unk:
             check_replace_unk(levels[1])

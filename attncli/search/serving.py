@@ -32,6 +32,7 @@ run before it loads the SavedModel; `custom_ops` names those the graph uses.
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
+from attncli.search.ensemble import Ensemble
 from attncli.search.translation import Translator
 
 SIGNATURES = ("greedy", "beam")
@@ -71,7 +72,7 @@ def export_saved_model(
     Args:
         directory: an absent or empty directory (`attncli.files.new_directory` gives one
             that is put in place only once written).
-        model: the `Seq2Seq`.
+        model: the `Seq2Seq`, or an `Ensemble` of them.
         source_tokenizer, target_tokenizer: `Tokenizer`s with their vocabularies.
         greedy: the `SearchConfig` of the `greedy` signature (`beam_size` 1).
         beam: the `SearchConfig` of the `beam` signature (`beam_size` 1 gives greedy
@@ -86,7 +87,8 @@ def export_saved_model(
             f"the greedy signature needs beam_size=1. Received: beam_size={greedy.beam_size}"
         )
     archive = keras.export.ExportArchive()
-    archive.track(model)
+    for member in model.models if isinstance(model, Ensemble) else [model]:
+        archive.track(member)
     texts = [tf.TensorSpec([None], tf.string, name=INPUT)]
     for name, search in (("greedy", greedy), ("beam", beam)):
         translator = Translator(
