@@ -7,6 +7,7 @@ its reference pronunciations, and its phoneme errors count against the closest o
 
     python -m benchmarks.cmudict_g2p [--data ../shared/data] [--run-dir runs/cmudict-g2p]
     python -m benchmarks.cmudict_g2p --reuse --run-dir RUN   # report a finished run
+    python -m benchmarks.cmudict_g2p --seeds 0 1 --run-dir RUN  # one run per core, ensembled
 """
 
 from benchmarks.published_run import train_and_read, training_summary
@@ -21,16 +22,25 @@ PUBLISHED = [
 
 
 def main():
-    test, records = train_and_read(__doc__.split("\n")[0], "cmudict-g2p")
-    decoding = test["decoding"]
-    print(f"\nCMUdict g014b2b.test, {test['words']:,} words; {training_summary(records)}; "
-          f"beam {decoding['beam_size']}\n")
-    print("| system | PER % | WER % |")
+    _, runs, ensemble = train_and_read(__doc__.split("\n")[0], "cmudict-g2p")
+    test = runs[0][1]
+    print(f"\nCMUdict g014b2b.test, {test['words']:,} words; beam "
+          f"{test['decoding']['beam_size']}")
+    for name, _, records in runs:
+        print(f"{name}: {training_summary(records)}" if ensemble else training_summary(records))
+    print("\n| system | PER % | WER % |")
     print("| --- | ---: | ---: |")
     for name, per, wer in PUBLISHED:
         print(f"| {name} | {'–' if per is None else f'{per:.2f}'} | {wer:.2f} |")
-    print(f"| **attncli** (`configs/cmudict-g2p.yaml`) | **{test['per']:.2f}** | "
-          f"**{test['wer']:.2f}** |")
+    if ensemble is None:
+        print(f"| **attncli** (`configs/cmudict-g2p.yaml`) | **{test['per']:.2f}** | "
+              f"**{test['wer']:.2f}** |")
+        return
+    for name, test, _ in runs:
+        print(f"| attncli (`configs/cmudict-g2p.yaml`), {name} | {test['per']:.2f} | "
+              f"{test['wer']:.2f} |")
+    print(f"| **attncli, ensemble of the {len(runs)}** | **{ensemble['per']:.2f}** | "
+          f"**{ensemble['wer']:.2f}** |")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,11 @@
 A result script either trains (`attncli train CONFIG --data-dir DATA --run-dir RUN`, the
 exact command a user types, progress on stderr) or, given `--reuse`, reads a run that
 finished before; then it prints the run's test figures beside the published ones.
+
+With `--seeds S [S ...]` it trains the config once per seed instead, side by side, each
+`attncli train` process pinned to a core of its own (`RUN/seed-S`), and scores the
+ensemble of their kept models on the test split (`attncli.search.ensemble`: the mean of
+the models' next-token distributions), written to `RUN/ensemble.json`.
 """
 
 import argparse
@@ -31,26 +36,67 @@ def arguments(description, config_name):
                         help="train again even if --run-dir holds a finished run")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config key, as `attncli train --set` does")
-    return parser.parse_args()
+    parser.add_argument("--seeds", type=int, nargs="+", metavar="SEED",
+                        help="train one run per seed side by side, each on a core of its "
+                             "own (RUN/seed-SEED), and score their ensemble")
+    args = parser.parse_args()
+    if args.seeds is not None and len(set(args.seeds)) != len(args.seeds):
+        parser.error(f"give each seed once. Received: --seeds {' '.join(map(str, args.seeds))}")
+    return args
+
+
+def seed_runs(args):
+    """The run directories of `--seeds`, in its order (none without it)."""
+    return [args.run_dir / f"seed-{seed}" for seed in args.seeds or ()]
+
+
+def train_command(config_name, args, run_dir, overrides=()):
+    """The `attncli train` command of the config, as a user types it (after `python -m`)."""
+    command = [
+        sys.executable, "-m", "attncli", "train", str(REPO / "configs" / f"{config_name}.yaml"),
+        "--data-dir", str(args.data), "--run-dir", str(run_dir), "--overwrite",
+    ]
+    for override in [*args.set, *overrides]:
+        command += ["--set", override]
+    return command
 
 
 def train(config_name, args):
-    """Runs `attncli train configs/CONFIG.yaml` unless `--reuse`; exits if training fails."""
+    """Runs `attncli train configs/CONFIG.yaml` unless `--reuse`; exits if training fails.
+
+    With `--seeds`, one process per seed, started together, the i-th pinned to the i-th
+    core this process may use (cycling when there are more seeds than cores).
+    """
     if args.reuse:
         return
-    if (args.run_dir / "test.json").is_file() and not args.overwrite:
-        sys.exit(f"{args.run_dir} holds a finished run: report it with --reuse, "
-                 "or train it again with --overwrite")
-    command = [
-        sys.executable, "-m", "attncli", "train", str(REPO / "configs" / f"{config_name}.yaml"),
-        "--data-dir", str(args.data), "--run-dir", str(args.run_dir), "--overwrite",
-    ]
-    for override in args.set:
-        command += ["--set", override]
-    print("$ " + " ".join(command[2:]), file=sys.stderr)
-    result = subprocess.run(command, stdout=subprocess.DEVNULL)
-    if result.returncode != 0:
-        sys.exit(f"attncli train exited with {result.returncode}")
+    runs = seed_runs(args) or [args.run_dir]
+    for run_dir in runs:
+        if (run_dir / "test.json").is_file() and not args.overwrite:
+            sys.exit(f"{run_dir} holds a finished run: report it with --reuse, "
+                     "or train it again with --overwrite")
+    if not args.seeds:
+        command = train_command(config_name, args, args.run_dir)
+        print("$ " + " ".join(command[2:]), file=sys.stderr)
+        result = subprocess.run(command, stdout=subprocess.DEVNULL)
+        if result.returncode != 0:
+            sys.exit(f"attncli train exited with {result.returncode}")
+        return
+    cores = sorted(os.sched_getaffinity(0))
+    processes = []
+    for index, (seed, run_dir) in enumerate(zip(args.seeds, runs)):
+        core = cores[index % len(cores)]
+        command = train_command(config_name, args, run_dir, [f"training.seed={seed}"])
+        print(f"$ taskset -c {core} " + " ".join(command[2:]), file=sys.stderr)
+        processes.append(subprocess.Popen(
+            command, stdout=subprocess.DEVNULL,
+            preexec_fn=lambda core=core: os.sched_setaffinity(0, {core}),
+        ))
+    failed = [(seed, process.wait()) for seed, process in zip(args.seeds, processes)]
+    failed = [(seed, code) for seed, code in failed if code != 0]
+    if failed:
+        sys.exit("; ".join(f"attncli train (seed {seed}) exited with {code}"
+                           for seed, code in failed))
+    (args.run_dir / "ensemble.json").unlink(missing_ok=True)  # of models trained before
 
 
 def read_run(run_dir):
@@ -77,8 +123,44 @@ def training_summary(records):
     )
 
 
+def ensemble_test(args):
+    """The test figures of the seeds' ensemble: `RUN/ensemble.json`, decoded once.
+
+    The ensemble decodes the test split of the first seed's config with that config's
+    decoding settings, and is scored as `attncli train` scores a single model's test split.
+    """
+    path = args.run_dir / "ensemble.json"
+    if path.is_file():
+        return json.loads(path.read_text("utf-8"))
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from attncli.config.data import read_splits
+    from attncli.config.run import load_run_config
+    from attncli.config.search import SearchConfig
+    from attncli.files import write_json_atomically
+    from benchmarks.ensemble import score
+
+    runs = seed_runs(args)
+    config = load_run_config(runs[0] / "config.yaml")
+    corpus = read_splits(config.data, args.data).test
+    search = SearchConfig(**{**config.decoding.to_dict(), "n_best": 1})
+    print(f"decoding the test split with the ensemble of {len(runs)} runs", file=sys.stderr)
+    _, figures = score([run / "model" for run in runs], corpus, config.data.task, search)
+    figures = {**figures, "runs": [run.name for run in runs],
+               "decoding": config.decoding.to_dict()}
+    write_json_atomically(path, figures)
+    return figures
+
+
 def train_and_read(description, config_name):
-    """The whole of a result script before its table: arguments, training, the run's figures."""
+    """The whole of a result script before its table: arguments, training, the runs' figures.
+
+    Returns `(args, runs, ensemble)`: `runs` a list of `(name, test, records)`, one per
+    seed with `--seeds` (else the one run), `ensemble` the seeds' test figures or None.
+    """
     args = arguments(description, config_name)
     train(config_name, args)
-    return read_run(args.run_dir)
+    if not args.seeds:
+        return args, [(str(args.run_dir), *read_run(args.run_dir))], None
+    runs = [(f"seed {seed}", *read_run(run_dir))
+            for seed, run_dir in zip(args.seeds, seed_runs(args))]
+    return args, runs, ensemble_test(args)

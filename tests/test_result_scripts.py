@@ -81,3 +81,63 @@ def test_every_benchmark_command_in_the_docs_runs_a_module_of_the_package():
     assert named, "no benchmark command found"
     for name in sorted(named):
         assert (REPO / "benchmarks" / f"{name}.py").is_file(), name
+
+
+def test_g2p_seeds_are_reported_alone_and_as_their_ensemble(tmp_path):
+    """`--seeds` reports each seed's run and the ensemble's figures in RUN/ensemble.json."""
+    (tmp_path / "runs").mkdir()
+    for seed, (per, wer) in {0: (5.8, 24.5), 1: (5.9, 24.75)}.items():
+        finished_run(tmp_path / "runs" / f"seed-{seed}", {
+            "per": per, "wer": wer, "words": 12000, "decoding": {"beam_size": 5},
+        })
+    (tmp_path / "runs" / "ensemble.json").write_text(json.dumps(
+        {"per": 5.25, "wer": 22.5, "words": 12000, "runs": ["seed-0", "seed-1"]}))
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.cmudict_g2p", "--reuse", "--seeds", "0", "1",
+         "--run-dir", str(tmp_path / "runs")],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "| attncli (`configs/cmudict-g2p.yaml`), seed 0 | 5.80 | 24.50 |" in result.stdout
+    assert "| attncli (`configs/cmudict-g2p.yaml`), seed 1 | 5.90 | 24.75 |" in result.stdout
+    assert "| **attncli, ensemble of the 2** | **5.25** | **22.50** |" in result.stdout
+    assert "seed 1: trained 120 minutes" in result.stdout
+
+
+def test_a_seed_given_twice_is_refused(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.cmudict_g2p", "--seeds", "3", "3",
+         "--run-dir", str(tmp_path / "runs")],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 2 and "give each seed once" in result.stderr
+
+
+@pytest.mark.slow
+def test_g2p_seeds_train_side_by_side_and_decode_as_one(tmp_path):
+    """Two tiny G2P runs trained by the script, then their ensemble scored on the test split.
+
+    Each seed's run is trained with its own seed, and the ensemble's figures are decoded
+    from the two kept models (what the ensemble computes is checked in test_ensemble.py).
+    """
+    from tests.shared_data import shared_data
+
+    data = shared_data("cmudict/g014b2b.train").parents[1]
+    runs = tmp_path / "runs"
+    command = [
+        sys.executable, "-m", "benchmarks.cmudict_g2p", "--seeds", "0", "1",
+        "--data", str(data), "--run-dir", str(runs),
+        "--set", "data.limit=400", "--set", "model.units=16", "--set", "model.embedding_dim=8",
+        "--set", "model.encoder_layers=1", "--set", "training.epochs=1",
+        "--set", "training.eval_sentences=20", "--set", "decoding.beam_size=2",
+    ]
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for seed in (0, 1):
+        config = (runs / f"seed-{seed}" / "config.yaml").read_text("utf-8")
+        assert re.search(rf"\bseed: {seed}\b", config), config
+    ensemble = json.loads((runs / "ensemble.json").read_text("utf-8"))
+    assert ensemble["runs"] == ["seed-0", "seed-1"] and 0 < ensemble["words"] <= 400
+    assert 0.0 <= ensemble["per"] <= 100.0 and 0.0 <= ensemble["wer"] <= 100.0
+    assert f"| **attncli, ensemble of the 2** | **{ensemble['per']:.2f}** |" in result.stdout
+    assert "taskset -c" in result.stderr
