@@ -40,8 +40,10 @@ def arguments(description, config_name):
                         help="train one run per seed side by side, each on a core of its "
                              "own (RUN/seed-SEED), and score their ensemble")
     args = parser.parse_args()
-    if args.seeds is not None and len(set(args.seeds)) != len(args.seeds):
-        parser.error(f"give each seed once. Received: --seeds {' '.join(map(str, args.seeds))}")
+    if args.seeds is not None and (len(set(args.seeds)) != len(args.seeds)
+                                   or len(args.seeds) < 2):
+        parser.error("give two or more seeds, each once. "
+                     f"Received: --seeds {' '.join(map(str, args.seeds))}")
     return args
 
 
@@ -128,10 +130,14 @@ def ensemble_test(args):
 
     The ensemble decodes the test split of the first seed's config with that config's
     decoding settings, and is scored as `attncli train` scores a single model's test split.
+    A file written for another set of seeds is decoded again.
     """
+    runs = seed_runs(args)
     path = args.run_dir / "ensemble.json"
     if path.is_file():
-        return json.loads(path.read_text("utf-8"))
+        figures = json.loads(path.read_text("utf-8"))
+        if figures.get("runs") == [run.name for run in runs]:
+            return figures
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from attncli.config.data import read_splits
     from attncli.config.run import load_run_config
@@ -139,7 +145,6 @@ def ensemble_test(args):
     from attncli.files import write_json_atomically
     from benchmarks.ensemble import score
 
-    runs = seed_runs(args)
     config = load_run_config(runs[0] / "config.yaml")
     corpus = read_splits(config.data, args.data).test
     search = SearchConfig(**{**config.decoding.to_dict(), "n_best": 1})

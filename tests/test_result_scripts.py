@@ -104,13 +104,14 @@ def test_g2p_seeds_are_reported_alone_and_as_their_ensemble(tmp_path):
     assert "seed 1: trained 120 minutes" in result.stdout
 
 
-def test_a_seed_given_twice_is_refused(tmp_path):
+@pytest.mark.parametrize("seeds", [["3", "3"], ["3"]])
+def test_a_seed_given_twice_or_alone_is_refused(tmp_path, seeds):
     result = subprocess.run(
-        [sys.executable, "-m", "benchmarks.cmudict_g2p", "--seeds", "3", "3",
+        [sys.executable, "-m", "benchmarks.cmudict_g2p", "--seeds", *seeds,
          "--run-dir", str(tmp_path / "runs")],
         cwd=REPO, capture_output=True, text=True, timeout=60,
     )
-    assert result.returncode == 2 and "give each seed once" in result.stderr
+    assert result.returncode == 2 and "give two or more seeds, each once" in result.stderr
 
 
 @pytest.mark.slow
