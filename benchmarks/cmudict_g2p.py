@@ -22,7 +22,7 @@ PUBLISHED = [
 
 
 def main():
-    _, runs, ensemble = train_and_read(__doc__.split("\n")[0], "cmudict-g2p")
+    runs, ensemble = train_and_read(__doc__.split("\n")[0], "cmudict-g2p")
     test = runs[0][1]
     print(f"\nCMUdict g014b2b.test, {test['words']:,} words; beam "
           f"{test['decoding']['beam_size']}")

@@ -32,6 +32,17 @@ COLUMNS = {
 }
 
 
+def split_and_search(run, split, data, beam=None):
+    """`(config, corpus, search)`: `run`'s config, its `split` read as training reads it,
+    and its decoding settings for one output a source (`beam` replacing its beam size)."""
+    config = load_run_config(run / "config.yaml")
+    corpus = getattr(read_splits(config.data, data), split)
+    settings = config.decoding.to_dict()
+    if beam is not None:
+        settings["beam_size"] = beam
+    return config, corpus, SearchConfig(**{**settings, "n_best": 1})
+
+
 def score(models, corpus, task, search):
     """The figures of `models` (one: that model; several: their ensemble) on `corpus`."""
     loaded = load_ensemble(models)
@@ -55,15 +66,10 @@ def main():
     if len(args.runs) < 2:
         parser.error("give at least two runs")
 
-    config = load_run_config(args.runs[0] / "config.yaml")
+    config, corpus, search = split_and_search(args.runs[0], args.split, args.data, args.beam)
     task = config.data.task
-    corpus = getattr(read_splits(config.data, args.data), args.split)
     if not len(corpus):
         parser.error(f"{args.runs[0]} has no {args.split} split")
-    settings = config.decoding.to_dict()
-    if args.beam is not None:
-        settings["beam_size"] = args.beam
-    search = SearchConfig(**{**settings, "n_best": 1})
     models = [run / "model" for run in args.runs]
 
     rows = []

@@ -21,7 +21,7 @@ PUBLISHED = [
 
 
 def main():
-    _, runs, ensemble = train_and_read(__doc__.split("\n")[0], "multi30k-de-en")
+    runs, ensemble = train_and_read(__doc__.split("\n")[0], "multi30k-de-en")
     test = runs[0][1]
     decoding = test["decoding"]
     print(f"\nMulti30k test_2016_flickr, {test['sentences']:,} sentences; "
@@ -42,6 +42,7 @@ def main():
         print(f"| **attncli, ensemble of the {len(runs)}** | **{ensemble['bleu']:.1f}** | "
               f"**{ensemble['bleu_lowercase']:.1f}** | {ensemble['chrf']:.1f} |")
     print(f"\n{test['bleu_signature']}")
+
 
 if __name__ == "__main__":
     main()

@@ -139,15 +139,10 @@ def ensemble_test(args):
         if figures.get("runs") == [run.name for run in runs]:
             return figures
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from attncli.config.data import read_splits
-    from attncli.config.run import load_run_config
-    from attncli.config.search import SearchConfig
     from attncli.files import write_json_atomically
-    from benchmarks.ensemble import score
+    from benchmarks.ensemble import score, split_and_search
 
-    config = load_run_config(runs[0] / "config.yaml")
-    corpus = read_splits(config.data, args.data).test
-    search = SearchConfig(**{**config.decoding.to_dict(), "n_best": 1})
+    config, corpus, search = split_and_search(runs[0], "test", args.data)
     print(f"decoding the test split with the ensemble of {len(runs)} runs", file=sys.stderr)
     _, figures = score([run / "model" for run in runs], corpus, config.data.task, search)
     figures = {**figures, "runs": [run.name for run in runs],
@@ -159,13 +154,13 @@ def ensemble_test(args):
 def train_and_read(description, config_name):
     """The whole of a result script before its table: arguments, training, the runs' figures.
 
-    Returns `(args, runs, ensemble)`: `runs` a list of `(name, test, records)`, one per
+    Returns `(runs, ensemble)`: `runs` a list of `(name, test, records)`, one per
     seed with `--seeds` (else the one run), `ensemble` the seeds' test figures or None.
     """
     args = arguments(description, config_name)
     train(config_name, args)
     if not args.seeds:
-        return args, [(str(args.run_dir), *read_run(args.run_dir))], None
+        return [(str(args.run_dir), *read_run(args.run_dir))], None
     runs = [(f"seed {seed}", *read_run(run_dir))
             for seed, run_dir in zip(args.seeds, seed_runs(args))]
-    return args, runs, ensemble_test(args)
+    return runs, ensemble_test(args)
