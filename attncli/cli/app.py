@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperArgument, TyperGroup
 
 from attncli.errors import AttncliError
 from attncli.own_layers import check_own_layers
@@ -50,6 +50,51 @@ class AttncliGroup(TyperGroup):
             raise typer.Exit(code=2) from None
         except _UsageError as error:
             _report_usage_error(error)
+
+    def get_command(self, ctx, cmd_name):
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            _show_what_users_type(command, ctx)
+        return command
+
+    def format_help(self, ctx, formatter):
+        _show_what_users_type(self, ctx)
+        super().format_help(ctx, formatter)
+
+
+# What --help shows for an option's value when the command does not name it.
+_TYPE_METAVARS = {"int": "N", "float": "NUMBER", "Path": "PATH"}
+
+
+def _show_what_users_type(command, ctx):
+    """Make --help show what a user types, not Python types (`<bool>`, `<list[Path]>`).
+
+    A flag shows nothing after its name, an option its `metavar` (else N, NUMBER, PATH
+    or TEXT by its type), an argument its `metavar` (else its name in capitals) in the
+    usage line, bare when required and in brackets when optional. Typer has no setting
+    for this, so the parameters are adjusted before their help is drawn; it applies to
+    every command, including any added later.
+    """
+    for param in command.get_params(ctx):
+        if isinstance(param, TyperArgument):
+            param.metavar = param.metavar or param.name.upper()
+            param.__class__ = _ShownArgument
+        elif param.is_flag:
+            param.metavar = ""
+        elif param.metavar is None:
+            element = param.bare_type().removeprefix("list[").removesuffix("]")
+            param.metavar = _TYPE_METAVARS.get(element, "TEXT")
+
+
+class _ShownArgument(TyperArgument):
+    """A command-line argument shown by its metavar alone: no type column, no braces."""
+
+    def display_type_rich(self, ctx):
+        return None
+
+    def get_usage_pieces(self, ctx):
+        name = self.metavar + ("..." if self.nargs != 1 else "")
+        return [name if self.required else f"[{name}]"]
 
 
 def _report_usage_error(error):
@@ -124,20 +169,23 @@ def score_demo(
     ] = None,
     query: Annotated[
         str | None,
-        typer.Option(help='Query vector(s): "10,5,10"; ";" separates several queries.'),
+        typer.Option(metavar="VECTORS",
+                     help='Query vector(s): "10,5,10"; ";" separates several queries.'),
     ] = None,
     keys: Annotated[
         str | None,
-        typer.Option(help='Key vectors, one per row: "0,1,1;5,0,1".'),
+        typer.Option(metavar="VECTORS", help='Key vectors, one per row: "0,1,1;5,0,1".'),
     ] = None,
     values: Annotated[
         str | None,
-        typer.Option(help="Value vectors, one per key.", show_default="the keys"),
+        typer.Option(metavar="VECTORS", help="Value vectors, one per key.",
+                     show_default="the keys"),
     ] = None,
     input_file: Annotated[
         Path | None,
         typer.Option(
             "--input",
+            metavar="FILE",
             help="YAML file with query, keys, and optionally values, valid_length and "
             "parameters (weights by name, e.g. W_a).",
         ),
@@ -167,7 +215,8 @@ def score_demo(
         int, typer.Option(help="Digits after the point in tables and Markdown.")
     ] = 4,
     output_format: Annotated[
-        str, typer.Option("--format", help="table, markdown (for notes) or json (for scripts).")
+        str, typer.Option("--format", metavar="FORMAT",
+                          help="table, markdown (for notes) or json (for scripts).")
     ] = "table",
 ):
     """Walk through one attention computation step by step.
@@ -201,22 +250,24 @@ def train(
     ctx: typer.Context,
     config: Annotated[
         Path | None,
-        typer.Argument(help="YAML run configuration.", show_default="the bundled default.yaml"),
+        typer.Argument(metavar="CONFIG", help="YAML run configuration, or the name of a shipped "
+                       "one (attncli configs lists them).", show_default="default"),
     ] = None,
     overrides: Annotated[
         list[str] | None,
         typer.Option(
             "--set",
+            metavar="KEY=VALUE",
             help="Override one key: --set model.score=general --set training.epochs=3.",
         ),
     ] = None,
     run_dir: Annotated[
         Path | None,
-        typer.Option(help="Where the run is written.", show_default="runs/NAME"),
+        typer.Option(metavar="DIR", help="Where the run is written.", show_default="runs/NAME"),
     ] = None,
     data_dir: Annotated[
         Path | None,
-        typer.Option(help="Folder the config's relative data paths are read from.",
+        typer.Option(metavar="DIR", help="Folder the config's relative data paths are read from.",
                      show_default="the config's data.directory, else the current folder"),
     ] = None,
     resume: Annotated[
@@ -241,15 +292,33 @@ def train(
     raise typer.Exit(code=code)
 
 
+@app.command("configs")
+def configs():
+    """List the shipped run configurations: attncli train NAME trains one."""
+    from attncli.config.run import load_run_config
+    from attncli.config.shipped import describe, shipped_configs
+
+    shipped = shipped_configs()
+    rows = [(name, load_run_config(path).data.task, describe(path))
+            for name, path in shipped.items()]
+    widths = [max(len(row[column]) for row in rows) for column in (0, 1)]
+    for name, task, description in rows:
+        typer.echo(f"{name:<{widths[0]}}  {task:<{widths[1]}}  {description}")
+
+
 @app.command("translate")
 def translate(
     ctx: typer.Context,
-    run: Annotated[Path, typer.Argument(help="A run directory (or a model directory).")],
+    run: Annotated[
+        Path, typer.Argument(metavar="RUN", help="A run directory (or a model directory).")
+    ],
     texts: Annotated[
-        list[str] | None, typer.Argument(help="Sentences; else --input, else stdin.")
+        list[str] | None,
+        typer.Argument(metavar="TEXT", help="Sentences; else --input, else stdin."),
     ] = None,
     input_file: Annotated[
-        Path | None, typer.Option("--input", help="File with one sentence per line.")
+        Path | None,
+        typer.Option("--input", metavar="FILE", help="File with one sentence per line."),
     ] = None,
     beam: Annotated[
         int | None, typer.Option(help="Beam size; 1 is greedy.", show_default="the run's")
@@ -262,11 +331,13 @@ def translate(
         int | None, typer.Option(help="Translations per sentence.", show_default="the run's")
     ] = None,
     output_format: Annotated[
-        str, typer.Option("--format", help="text, tsv, or json (scores and attention weights).")
+        str, typer.Option("--format", metavar="FORMAT",
+                          help="text, tsv, or json (scores and attention weights).")
     ] = "text",
     reference: Annotated[
         Path | None,
-        typer.Option(help="Line-aligned references: print BLEU/chrF (or PER/WER) on stderr."),
+        typer.Option(metavar="FILE",
+                     help="Line-aligned references: print BLEU/chrF (or PER/WER) on stderr."),
     ] = None,
     batch_size: Annotated[int, typer.Option(help="Sentences translated at once.")] = 64,
     alignments: Annotated[
@@ -282,7 +353,8 @@ def translate(
     ] = False,
     ensemble: Annotated[
         list[Path] | None,
-        typer.Option("--ensemble", help="Another run (or model directory) trained on the "
+        typer.Option("--ensemble", metavar="RUN",
+                     help="Another run (or model directory) trained on the "
                      "same data, decoded together with RUN: their next-token probabilities "
                      "are averaged. Repeat for more."),
     ] = None,
@@ -303,9 +375,12 @@ def translate(
 @app.command("export")
 def export(
     ctx: typer.Context,
-    run: Annotated[Path, typer.Argument(help="A run directory (or a model directory).")],
+    run: Annotated[
+        Path, typer.Argument(metavar="RUN", help="A run directory (or a model directory).")
+    ],
     directory: Annotated[
-        Path, typer.Argument(help="Where the SavedModel goes: a new or empty directory.")
+        Path, typer.Argument(metavar="DIR",
+                             help="Where the SavedModel goes: a new or empty directory.")
     ],
     beam: Annotated[
         int | None,
@@ -324,12 +399,13 @@ def export(
     ] = None,
     samples: Annotated[
         list[str] | None,
-        typer.Option("--sample", help="A sentence for the check (repeatable).",
+        typer.Option("--sample", metavar="TEXT", help="A sentence for the check (repeatable).",
                      show_default="words of the source vocabulary"),
     ] = None,
     ensemble: Annotated[
         list[Path] | None,
-        typer.Option("--ensemble", help="Another run (or model directory) trained on the "
+        typer.Option("--ensemble", metavar="RUN",
+                     help="Another run (or model directory) trained on the "
                      "same data, exported together with RUN as one ensemble (as translate "
                      "--ensemble decodes it). Repeat for more."),
     ] = None,
@@ -351,13 +427,17 @@ def export(
 @app.command("inspect-weights")
 def inspect_weights(
     ctx: typer.Context,
-    run: Annotated[Path, typer.Argument(help="A run directory (or a model directory).")],
+    run: Annotated[
+        Path, typer.Argument(metavar="RUN", help="A run directory (or a model directory).")
+    ],
     text: Annotated[
-        str | None, typer.Option(help="Translate this and show its attention matrix.")
+        str | None,
+        typer.Option(metavar="TEXT", help="Translate this and show its attention matrix."),
     ] = None,
     input_file: Annotated[
         Path | None,
-        typer.Option("--input", help="File with one sentence per line: each one's matrix "
+        typer.Option("--input", metavar="FILE",
+                     help="File with one sentence per line: each one's matrix "
                      "(and with --png-dir its picture)."),
     ] = None,
     beam: Annotated[
@@ -365,11 +445,13 @@ def inspect_weights(
                                  show_default="the run's")
     ] = None,
     png: Annotated[
-        Path | None, typer.Option(help="Also save the matrix as a labelled PNG picture.")
+        Path | None,
+        typer.Option(metavar="FILE", help="Also save the matrix as a labelled PNG picture."),
     ] = None,
     png_dir: Annotated[
         Path | None,
-        typer.Option(help="Save one PNG per sentence into this folder, named by line "
+        typer.Option(metavar="DIR",
+                     help="Save one PNG per sentence into this folder, named by line "
                      "number (1.png, 2.png, ...; 01.png, ... from 10 lines on)."),
     ] = None,
     cell_weights: Annotated[
@@ -378,7 +460,7 @@ def inspect_weights(
     ] = False,
     step: Annotated[
         int | None,
-        typer.Option(help="Walk through the attention of output token T (1-based), "
+        typer.Option(metavar="T", help="Walk through the attention of output token T (1-based), "
                           "as score-demo does."),
     ] = None,
     params: Annotated[
@@ -387,7 +469,7 @@ def inspect_weights(
     decimals: Annotated[int, typer.Option(help="Digits after the point.")] = 3,
     attention: Annotated[
         str | None,
-        typer.Option(help="Which attention: cross (the decoder's over the source), "
+        typer.Option(metavar="NAME", help="Which attention: cross (the decoder's over the source), "
                           "encoder or decoder (their self-attention).",
                      show_default="cross"),
     ] = None,

@@ -19,6 +19,7 @@ from attncli.config.data import data_paths
 from attncli.training.distribution import cluster_role
 from attncli.errors import AttncliError
 from attncli.config.run import run_config_from_mapping, load_run_config
+from attncli.config.shipped import resolve_config
 from attncli.training.run_directory import RunDirectory
 
 # What the shell reports for a process ended by these signals: 128 + the number.
@@ -41,6 +42,8 @@ def resolve_run(config_path, overrides, run_dir, data_dir, resume, overwrite):
     """
     if resume and overwrite:
         raise AttncliError("--resume and --overwrite contradict each other; choose one")
+    if config_path is not None:
+        config_path = resolve_config(config_path)
     if resume:
         if run_dir is None and config_path is None:
             raise AttncliError("--resume needs the run: give --run-dir RUN (or the CONFIG it used)")
