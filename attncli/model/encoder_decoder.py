@@ -236,6 +236,32 @@ class Seq2Seq(keras.Model):
         _, weights = self.decoder(target_in_ids, state, memory)
         return {"encoder": encoder_maps, "decoder": [], "cross": [weights[:, None]]}
 
+    def trace(self, source_ids, target_in_ids, attention="cross", layer=1, head=None,
+              step=1):
+        """One step of one attention, with everything its weights came from.
+
+        The model runs teacher-forced over one sentence: `source_ids` `(1, S)` and
+        `target_in_ids` `(1, T)`, `[bos]` and the output tokens but the last (a
+        recurrent decoder takes the search's own `decode_step`s).
+
+        Args:
+            attention: `"cross"` (the decoder's attention over the source),
+                `"encoder"` or `"decoder"` (a self-attention side's own).
+            layer: int, 1-based block (1 for a recurrent decoder's attention).
+            head: int, 1-based head; None: head 1 (a recurrent decoder's attention
+                has one).
+            step: int, 1-based query position.
+
+        Returns:
+            `attncli.model.trace.AttentionStep`: the query, keys, values, `scores =
+            score(q, k_s)`, `weights = softmax(scores)` and `context = weights @
+            values` (see `attncli.model.trace.trace_attention` for every step at once).
+        """
+        from attncli.model.trace import trace_attention
+
+        traced = trace_attention(self, source_ids, target_in_ids, attention, layer)
+        return traced.step(head, step)
+
     def call(self, inputs, training=None, return_attention_scores=False):
         features, weights = self.features(inputs, training=training)
         logits = self.decoder.output_layer(features)
