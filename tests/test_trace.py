@@ -10,7 +10,7 @@ from spa_eng_parts import model_and_tokenizers
 
 from attncli.config.search import SearchConfig
 from attncli.data.vocabulary import START
-from attncli.model import saving
+from attncli.search.loading import LoadedModel
 from attncli.model.trace import trace_attention
 
 TEXT = "¿Dónde está el baño?"
@@ -31,7 +31,7 @@ MODELS = {
 @pytest.fixture(scope="module", params=sorted(MODELS))
 def translated(request):
     model, source_tokenizer, target_tokenizer = model_and_tokenizers(**MODELS[request.param])
-    loaded = saving.LoadedModel(model, source_tokenizer, target_tokenizer, False, {})
+    loaded = LoadedModel(model, source_tokenizer, target_tokenizer, False, {})
     translator = loaded.translator(SEARCH)
     [translation] = translator.translate([TEXT])
     hypothesis = translation.hypotheses[0]
