@@ -1,0 +1,66 @@
+"""The attention page as one HTML string: served at `/`, or written as a file that works
+with no server at all (`attncli inspect-weights RUN --text S --html FILE`).
+
+The page's files ship in `attncli/serve/page/` (`index.html`, `attention.css`,
+`attention.js`). `page_html()` inlines the stylesheet and the script; with `embedded`
+the sentence's attention view and every step's walk go into
+`<script type="application/json" id="attncli-data">`, and the page reads them instead
+of asking a server.
+"""
+
+import json
+from importlib import resources
+
+STYLESHEET = '<link rel="stylesheet" href="static/attention.css">'
+SCRIPT = '<script src="static/attention.js"></script>'
+DATA = '<script type="application/json" id="attncli-data"></script>'
+
+
+def page_file(name):
+    """The text of one of the page's files (`index.html`, `attention.css`,
+    `attention.js`), read from the installed package."""
+    return resources.files("attncli.serve").joinpath("page", name).read_text(encoding="utf-8")
+
+
+def embedded_json(data):
+    """`data` as JSON that is safe inside a `<script>` element.
+
+    The HTML parser ends a script at the first `</script` whatever it is inside, and
+    `<!--` changes how it reads on; a token may hold either. Every `<`, `>` and `&` is
+    written as a JSON escape (`\\u003c`, ...), which `JSON.parse` reads back unchanged,
+    so no markup can appear. NaN and infinities are refused: JSON has no such numbers.
+    """
+    text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    for character, escape in (("&", "\\u0026"), ("<", "\\u003c"), (">", "\\u003e"),
+                              ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+        text = text.replace(character, escape)
+    return text
+
+
+def _inline(page, tag, replacement):
+    if page.count(tag) != 1:
+        raise ValueError(f"index.html must hold {tag} exactly once")
+    return page.replace(tag, replacement)
+
+
+def page_html(embedded=None):
+    """The page with its stylesheet and script inlined, as one HTML string.
+
+    Args:
+        embedded: None for the page a server serves (it asks `/models`, `/translate`,
+            `/inspect` and `/step`), or a dict that makes the page work offline: a
+            `SentenceView.to_dict()` plus `"steps"` (`view.steps(width=8)`), `"model"`
+            (its name) and `"search"` (the settings used). Default: None.
+
+    Returns:
+        str: the whole page.
+    """
+    css, script = page_file("attention.css"), page_file("attention.js")
+    # Neither file may close the element it is inlined into.
+    if "</style" in css.lower() or "</script" in script.lower():
+        raise ValueError("attention.css or attention.js closes its own element")
+    page = _inline(page_file("index.html"), STYLESHEET, f"<style>\n{css}</style>")
+    data = "" if embedded is None else embedded_json(embedded)
+    page = _inline(page, DATA, f'<script type="application/json" id="attncli-data">{data}'
+                               "</script>")
+    return _inline(page, SCRIPT, f"<script>\n{script}</script>")

@@ -1,0 +1,594 @@
+// The attention page of `attncli serve` and of `inspect-weights --html`.
+//
+// With a server: the form posts to /translate (translations, n-best, scores), /inspect
+// (one sentence's attention view) and /step (one query walked through the attention).
+// Offline: the view and every step are embedded in <script id="attncli-data">, and no
+// request is made. The JSON shapes are those of attncli.search.inspection's
+// SentenceView.to_dict() and attncli.model.trace's AttentionStep.to_dict().
+"use strict";
+
+(function () {
+  const NAMES = {
+    cross: "cross-attention",
+    encoder: "encoder self-attention",
+    decoder: "decoder self-attention",
+  };
+  // Matplotlib's "Blues": weight 0 is near white, weight 1 dark blue.
+  const BLUES = [
+    [247, 251, 255], [222, 235, 247], [198, 219, 239], [158, 202, 225], [107, 174, 214],
+    [66, 146, 198], [33, 113, 181], [8, 81, 156], [8, 48, 107],
+  ];
+
+  const byId = (id) => document.getElementById(id);
+  const state = {
+    offline: null, // the embedded data, or null with a server
+    view: null, // the SentenceView dict shown
+    request: null, // {text, model, beam}: what /step needs to rebuild the view's sentence
+    attention: "cross",
+    layer: 1, // 1-based
+    head: null, // 1-based, or null: the mean of the heads
+    step: null, // the walked row, 1-based
+    sequence: 0, // the latest request; older answers are dropped
+  };
+
+  // ---- small helpers ----------------------------------------------------------------
+
+  function element(tag, attributes, ...children) {
+    const node = document.createElement(tag);
+    for (const [name, value] of Object.entries(attributes || {})) {
+      if (value === null || value === undefined || value === false) continue;
+      if (name === "className") node.className = value;
+      else if (name === "text") node.textContent = value;
+      else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+      else node.setAttribute(name, value === true ? "" : String(value));
+    }
+    for (const child of children) {
+      if (child !== null && child !== undefined) node.append(child);
+    }
+    return node;
+  }
+
+  function fixed(value, decimals = 3) {
+    return value === null || value === undefined ? "−∞" : Number(value).toFixed(decimals);
+  }
+
+  function quoted(token) {
+    return "‘" + token + "’";
+  }
+
+  // "[0.097, -0.151, 0.092, -0.035, …] ‖0.592‖": the first components and the norm of
+  // the whole vector, as the terminal tables print them.
+  // How many components show depends on the screen's width (the stylesheet's k0..k3;
+  // a phone shows a table's vectors by their norms).
+  function vector(values, norm, width, shown = 4) {
+    const title = `${values.length} of ${width} components: ` +
+      values.map((value) => fixed(value, 4)).join(", ") + ` (norm ${fixed(norm, 4)})`;
+    const node = element("span", { className: "vector", title }, "[");
+    values.slice(0, shown).forEach((value, k) => node.append(
+      element("span", { className: `k${k}`, text: (k > 0 ? ", " : "") + fixed(value) })));
+    node.append(element("span", { className: "more" },
+      element("span", { className: "sep", text: ", " }), "…"), `] ‖${fixed(norm)}‖`);
+    return node;
+  }
+
+  function colour(weight) {
+    const position = Math.min(Math.max(weight, 0), 1) * (BLUES.length - 1);
+    const low = Math.floor(position);
+    const high = Math.min(low + 1, BLUES.length - 1);
+    const part = position - low;
+    const rgb = BLUES[low].map((value, i) => Math.round(value + (BLUES[high][i] - value) * part));
+    return `rgb(${rgb.join(",")})`;
+  }
+
+  function showError(message) {
+    const line = byId("error");
+    line.textContent = String(message).replace(/\s+/g, " ").trim();
+    line.hidden = false;
+  }
+
+  function clearError() {
+    byId("error").hidden = true;
+    byId("error").textContent = "";
+  }
+
+  function busy(message) {
+    const line = byId("busy");
+    line.textContent = message || "";
+    line.hidden = !message;
+    byId("submit").disabled = Boolean(message);
+  }
+
+  // ---- the server's API -------------------------------------------------------------
+
+  async function api(path, body) {
+    const options = { headers: { Accept: "application/json" } };
+    if (body !== undefined) {
+      options.method = "POST";
+      options.headers["Content-Type"] = "application/json";
+      options.body = JSON.stringify(body);
+    }
+    let response;
+    try {
+      response = await fetch(path, options);
+    } catch (error) {
+      throw new Error(`cannot reach the server for /${path} (${error.message})`);
+    }
+    let answer = null;
+    try {
+      answer = await response.json();
+    } catch (error) {
+      answer = null;
+    }
+    if (!response.ok) {
+      throw new Error(answer && answer.error ? answer.error
+        : `/${path} answered ${response.status} ${response.statusText}`);
+    }
+    if (answer === null) throw new Error(`/${path} did not answer JSON`);
+    return answer;
+  }
+
+  // ---- the attention view -----------------------------------------------------------
+
+  function entryOf(view, attention) {
+    return view.attentions.find((entry) => entry.attention === attention);
+  }
+
+  // The weights shown: one head's rows × columns, or the mean over the heads.
+  function shownWeights(entry) {
+    const heads = entry.layers[state.layer - 1].heads;
+    if (state.head !== null) return heads[state.head - 1];
+    return heads[0].map((row, i) => row.map((_, j) =>
+      heads.reduce((sum, head) => sum + head[i][j], 0) / heads.length));
+  }
+
+  function fillSelect(select, options, chosen) {
+    select.replaceChildren(...options.map(([value, label]) =>
+      element("option", { value, text: label, selected: String(value) === String(chosen) })));
+  }
+
+  function showChoices() {
+    const view = state.view;
+    const entry = entryOf(view, state.attention);
+    const kinds = view.attentions.map((item) => [item.attention, NAMES[item.attention] ||
+      item.title || item.attention]);
+    fillSelect(byId("attention-kind"), kinds, state.attention);
+    byId("attention-choice").hidden = kinds.length < 2;
+    const layers = entry.layers.length;
+    fillSelect(byId("layer"), entry.layers.map((_, i) => [i + 1, `${i + 1} of ${layers}`]),
+      state.layer);
+    byId("layer-choice").hidden = layers < 2;
+    const heads = entry.layers[state.layer - 1].heads.length;
+    fillSelect(byId("head"), [["mean", `mean of ${heads}`]].concat(
+      Array.from({ length: heads }, (_, i) => [i + 1, `${i + 1} of ${heads}`])),
+    state.head === null ? "mean" : state.head);
+    byId("head-choice").hidden = heads < 2;
+  }
+
+  function describe(entry, i, j, weight) {
+    return `${entry.row_label} ${i + 1} ${quoted(entry.rows[i])} → ` +
+      `${entry.column_label} ${j + 1} ${quoted(entry.columns[j])}: weight ${fixed(weight)}`;
+  }
+
+  function heatmap(entry, weights) {
+    const rows = entry.rows.length;
+    const columns = entry.columns.length;
+    // The darkest blue is the largest weight shown (the legend says which).
+    const largest = Math.max(...weights.map((row) => Math.max(...row))) || 1;
+    const grid = element("div", {
+      className: "heatmap" + (byId("numbers").checked ? " numbers" : ""),
+      role: "grid",
+      "aria-label": `${entry.title || NAMES[entry.attention]}: ${entry.row_label} tokens ` +
+        `(rows) × ${entry.column_label} tokens (columns)`,
+      "aria-rowcount": rows + 1,
+      "aria-colcount": columns + 1,
+      "data-heatmap": entry.attention,
+      "data-layer": state.layer,
+      "data-head": state.head === null ? "mean" : state.head,
+      "data-rows": rows,
+      "data-columns": columns,
+      "data-largest": largest,
+    });
+    grid.style.gridTemplateColumns = `auto repeat(${columns}, var(--cell))`;
+    const header = element("div", { className: "heatmap-row", role: "row" },
+      element("div", { className: "corner", role: "columnheader" },
+        element("span", { text: `${entry.row_label} ↓` }),
+        element("span", { text: `${entry.column_label} →` })));
+    // Tokens of one or two characters stay upright; longer ones are read bottom to top.
+    entry.columns.forEach((token, j) => header.append(element("div", {
+      className: "column-label" + ([...token].length <= 2 ? " short" : ""),
+      role: "columnheader", title: `${entry.column_label} ` +
+        `${j + 1}: ${token}`, "data-column": j,
+    }, element("span", { text: token }))));
+    grid.append(header);
+    weights.forEach((row, i) => {
+      const line = element("div", { className: "heatmap-row", role: "row", "data-row": i });
+      line.append(element("div", { className: "row-head", role: "rowheader" },
+        element("button", {
+          type: "button", className: "row-label", "data-row": i,
+          "aria-pressed": state.step === i + 1 ? "true" : "false",
+          title: `walk step ${i + 1}: ${entry.row_label} token ${entry.rows[i]}`,
+          onclick: () => walk(i + 1),
+        }, element("span", { className: "index", text: String(i + 1) }),
+        element("span", { className: "token", text: entry.rows[i] }))));
+      row.forEach((weight, j) => {
+        const label = describe(entry, i, j, weight);
+        const cell = element("div", {
+          className: "cell", role: "gridcell", tabindex: i === 0 && j === 0 ? 0 : -1,
+          title: label, "aria-label": label, "data-row": i, "data-column": j,
+          "data-weight": weight,
+        }, element("span", { text: fixed(weight, 2).replace(/^0(?=\.)/, "") }));
+        cell.style.background = colour(weight / largest);
+        if (weight / largest > 0.5) cell.classList.add("dark");
+        line.append(cell);
+      });
+      grid.append(line);
+    });
+    return grid;
+  }
+
+  function highlight(grid, cell) {
+    grid.querySelectorAll(".hot").forEach((node) => node.classList.remove("hot"));
+    if (!cell) return;
+    const i = cell.dataset.row;
+    const j = cell.dataset.column;
+    grid.querySelector(`.row-label[data-row="${i}"]`).classList.add("hot");
+    grid.querySelector(`.column-label[data-column="${j}"]`).classList.add("hot");
+    byId("cell-info").textContent = cell.getAttribute("aria-label");
+  }
+
+  // Arrow keys move between cells (one tab stop for the whole grid); Enter walks the row.
+  function onGridKey(event) {
+    const cell = event.target.closest(".cell");
+    if (!cell) return;
+    const grid = cell.closest(".heatmap");
+    let i = Number(cell.dataset.row);
+    let j = Number(cell.dataset.column);
+    const rows = Number(grid.dataset.rows);
+    const columns = Number(grid.dataset.columns);
+    const moves = {
+      ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1],
+    };
+    if (event.key === "Enter" || event.key === " ") {
+      event.preventDefault();
+      walk(i + 1);
+      return;
+    }
+    if (event.key === "Home") j = 0;
+    else if (event.key === "End") j = columns - 1;
+    else if (moves[event.key]) {
+      i = Math.min(Math.max(i + moves[event.key][0], 0), rows - 1);
+      j = Math.min(Math.max(j + moves[event.key][1], 0), columns - 1);
+    } else return;
+    event.preventDefault();
+    const next = grid.querySelector(`.cell[data-row="${i}"][data-column="${j}"]`);
+    cell.tabIndex = -1;
+    next.tabIndex = 0;
+    next.focus();
+  }
+
+  function showHeatmap() {
+    const entry = entryOf(state.view, state.attention);
+    const grid = heatmap(entry, shownWeights(entry));
+    grid.addEventListener("mouseover", (event) => highlight(grid, event.target.closest(".cell")));
+    grid.addEventListener("focusin", (event) => highlight(grid, event.target.closest(".cell")));
+    grid.addEventListener("keydown", onGridKey);
+    byId("heatmap-scroll").replaceChildren(grid);
+    const largest = Number(grid.dataset.largest);
+    byId("legend-largest").textContent = fixed(largest);
+    byId("cell-info").textContent = "\u00a0";
+  }
+
+  function showView(view, request) {
+    state.view = view;
+    state.request = request;
+    state.attention = entryOf(view, "cross") ? "cross" : view.attentions[0].attention;
+    const entry = entryOf(view, state.attention);
+    state.layer = entry.layers.length; // the last block, as inspect-weights shows it
+    state.head = entry.layers[state.layer - 1].heads.length > 1 ? null : 1;
+    state.step = null;
+    const hypothesis = view.hypotheses[view.shown || 0];
+    byId("sentence").replaceChildren(
+      element("span", { className: "source", lang: "", text: view.source }),
+      element("span", { className: "arrow", text: " → " }),
+      element("span", { className: "output", text: hypothesis.text }),
+    );
+    byId("attention").hidden = false;
+    byId("walk").hidden = true;
+    showChoices();
+    showHeatmap();
+  }
+
+  function choose() {
+    state.step = null;
+    byId("walk").hidden = true;
+    showChoices();
+    showHeatmap();
+  }
+
+  // ---- one step walked ----------------------------------------------------------------
+
+  function stepKeys(attention, layer, head, step) {
+    const heads = head === null ? ["None", "null", "", "1"] : [String(head)];
+    return heads.map((name) => `${attention}/${layer}/${name}/${step}`);
+  }
+
+  async function fetchStep(head, step) {
+    if (state.offline) {
+      const steps = state.offline.steps || {};
+      const key = stepKeys(state.attention, state.layer, head, step).find((name) => name in steps);
+      if (key === undefined) {
+        throw new Error(`this file holds no walk of ${state.attention} layer ${state.layer} ` +
+          `step ${step}`);
+      }
+      return steps[key];
+    }
+    return api("step", {
+      ...state.request, attention: state.attention, layer: state.layer, head, step,
+    });
+  }
+
+  async function walk(step) {
+    const entry = entryOf(state.view, state.attention);
+    const heads = entry.layers[state.layer - 1].heads.length;
+    // A walk is one head's computation: the mean of the heads walks head 1.
+    const head = heads > 1 ? (state.head === null ? 1 : state.head) : null;
+    const sequence = ++state.sequence;
+    state.step = step;
+    document.querySelectorAll(".row-label").forEach((button) =>
+      button.setAttribute("aria-pressed", String(Number(button.dataset.row) === step - 1)));
+    clearError();
+    try {
+      const record = await fetchStep(head, step);
+      if (sequence !== state.sequence) return;
+      showWalk(record, entry, heads);
+    } catch (error) {
+      if (sequence === state.sequence) showError(error.message);
+    }
+  }
+
+  function walkTable(columns, rows, sum) {
+    return element("div", { className: "table-scroll" }, element("table", { className: "steps" },
+      element("thead", {}, element("tr", {}, ...columns.map((name) =>
+        element("th", { scope: "col", text: name })))),
+      element("tbody", {}, ...rows),
+      element("tfoot", {}, sum)));
+  }
+
+  function weightCell(weight) {
+    const bar = element("span", { className: "bar" });
+    bar.style.width = `${Math.round(weight * 100)}%`;
+    return element("td", { className: "number weight" },
+      element("span", { className: "value", text: fixed(weight) }), bar);
+  }
+
+  function showWalk(record, entry, heads) {
+    const selfAttention = "inputs" in record;
+    const best = record.weights.indexOf(Math.max(...record.weights));
+    const section = byId("walk");
+    const where = `${NAMES[record.attention] || record.attention}, layer ${record.layer}` +
+      (record.head === null || record.head === undefined ? "" : `, head ${record.head}`);
+    const parts = [];
+    if (selfAttention) {
+      parts.push(element("h3", {
+        text: `${where}: query ${record.step} ${quoted(record.query_token)}`,
+      }));
+      if (heads > 1 && state.head === null) {
+        parts.push(element("p", { className: "note", text: "The mean of the heads has no " +
+          "walk of its own: this is head 1's; choose a head to walk another." }));
+      }
+      parts.push(element("p", { className: "given" }, "1. input x ",
+        vector(record.x, record.x_norm, record.width)));
+      parts.push(element("p", { className: "given" }, "2. query q = x W_q + b_q ",
+        vector(record.query, record.query_norm, record.width)));
+      parts.push(element("p", { className: "formula" }, `4. score = ${record.formula}; ` +
+        "5. softmax over the positions it may see; 6. weight × value; 7. their sum is the " +
+        "head's output (before W_o)"));
+    } else {
+      const previous = record.step === 1 ? "<start>" : entry.rows[record.step - 2];
+      parts.push(element("h3", {
+        text: `Output token ${record.step} ${quoted(record.query_token)} ` +
+          `(after ${quoted(previous)}), ${where}`,
+      }));
+      parts.push(element("p", { className: "given" }, "query q ",
+        vector(record.query, record.query_norm, record.width)));
+      parts.push(element("p", { className: "formula" }, `1. score_s = ${record.formula} ` +
+        `(${record.score}); 2. a_s = exp(score_s) / Σ exp(score_s'); ` +
+        "3. a_s h̄_s; 4. context c = Σ a_s h̄_s"));
+      if (record.score.includes("local")) {
+        parts.push(element("p", { className: "note", text: "1. is the raw score of every " +
+          "position; 2. is the weight the model used: the softmax over the window only " +
+          "(local-p: times the Gaussian, so it sums below 1)" }));
+      }
+    }
+    const rows = record.key_tokens.map((token, s) => {
+      const weight = record.weights[s];
+      const cells = [
+        element("td", { className: "number", text: String(s + 1) }),
+        element("th", { scope: "row", className: "token", text: token }),
+      ];
+      if (selfAttention) {
+        cells.push(
+          element("td", {}, vector(record.inputs[s], record.inputs_norms[s], record.width)),
+          element("td", {}, vector(record.keys[s], record.keys_norms[s], record.width)));
+      }
+      cells.push(
+        element("td", {}, vector(record.values[s], record.values_norms[s], record.width)),
+        element("td", { className: "number", text: fixed(record.scores[s]) }),
+        weightCell(weight),
+        element("td", {}, vector(record.weighted_values[s], record.weighted_values_norms[s],
+          record.width)));
+      return element("tr", {
+        className: s === best ? "best" : (weight === 0 ? "masked" : null),
+        "data-key": s, "data-weight": weight,
+      }, ...cells);
+    });
+    const total = record.weights.reduce((sum, weight) => sum + weight, 0);
+    const columns = selfAttention
+      ? ["s", "token", "input x_s", "3. key x_s W_k + b_k", "3. value x_s W_v + b_v",
+        "4. score", "5. softmax", "6. weighted value"]
+      : ["s", "source token", "encoder hidden h̄_s", "1. score", "2. softmax",
+        "3. alignment a_s·h̄_s"];
+    const sum = element("tr", {},
+      element("th", { scope: "row", colspan: columns.length - 2,
+        text: selfAttention ? "7. sum" : "4. sum" }),
+      element("td", { className: "number", text: fixed(total) }),
+      element("td", {}, selfAttention ? "output " : "context ",
+        vector(record.context, record.context_norm, record.width)));
+    parts.push(element("p", { className: "phone-note", text: "The table's vectors are " +
+      "shown by their norms ‖·‖ here; a wider screen shows their first components." }));
+    parts.push(walkTable(columns, rows, sum));
+    section.replaceChildren(...parts);
+    section.dataset.attention = record.attention;
+    section.dataset.layer = record.layer;
+    section.dataset.head = record.head === null || record.head === undefined ? "" : record.head;
+    section.dataset.step = record.step;
+    section.hidden = false;
+  }
+
+  // ---- translations -----------------------------------------------------------------
+
+  function hypothesesOf(item) {
+    return item.hypotheses || item.n_best || [item];
+  }
+
+  function showTranslations(texts, translations, inspect) {
+    const list = byId("translations");
+    list.replaceChildren(...translations.map((item, n) => {
+      const hypotheses = hypothesesOf(item);
+      const button = element("button", {
+        type: "button", className: "inspect", text: "Attention",
+        "aria-label": `show the attention of sentence ${n + 1}`,
+        onclick: () => inspect(texts[n], button),
+      });
+      return element("li", { className: "result" },
+        element("p", { className: "source", text: texts[n] }),
+        element("ol", { className: "nbest" }, ...hypotheses.map((hypothesis, k) =>
+          element("li", { className: k === 0 ? "best" : null },
+            element("span", { className: k === 0 ? "translation" : "hypothesis",
+              text: hypothesis.text }),
+            hypothesis.score === undefined ? null
+              : element("span", { className: "score", title: "log-probability score",
+                text: fixed(hypothesis.score) })))),
+        inspect ? button : null);
+    }));
+    byId("results").hidden = false;
+  }
+
+  function settingsText(model, search) {
+    const settings = Object.entries(search || {}).map(([name, value]) => `${name} ${value}`);
+    return [model ? `model ${model}` : null, ...settings].filter(Boolean).join(" · ");
+  }
+
+  // ---- with a server ----------------------------------------------------------------
+
+  function positive(input) {
+    const text = input.value.trim();
+    if (text === "") return undefined;
+    const value = Number(text);
+    if (!Number.isInteger(value) || value < 1) {
+      throw new Error(`${input.name.replace("_", "-")} must be a whole number ≥ 1, got ${text}`);
+    }
+    return value;
+  }
+
+  async function inspectSentence(text, button) {
+    const request = { text, model: byId("model").value || undefined, beam: positive(byId("beam")) };
+    const sequence = ++state.sequence;
+    document.querySelectorAll(".inspect").forEach((other) =>
+      other.setAttribute("aria-current", String(other === button)));
+    busy("looking inside…");
+    try {
+      const view = await api("inspect", request);
+      if (sequence !== state.sequence) return;
+      showView(view, request);
+      byId("about").textContent = settingsText(view.model, view.search);
+    } finally {
+      if (sequence === state.sequence) busy("");
+    }
+  }
+
+  async function submit(event) {
+    event.preventDefault();
+    clearError();
+    const texts = byId("texts").value.split(/\r?\n/).filter((line) => line.trim() !== "");
+    try {
+      if (texts.length === 0) throw new Error("type a sentence to translate (one per line)");
+      const body = {
+        texts, model: byId("model").value || undefined, beam: positive(byId("beam")),
+        n_best: positive(byId("n-best")),
+      };
+      busy("translating…");
+      const sequence = ++state.sequence;
+      const answer = await api("translate", body);
+      if (sequence !== state.sequence) return;
+      busy("");
+      const inspect = (text, button) => inspectSentence(text, button).catch((error) => {
+        busy("");
+        showError(error.message);
+      });
+      showTranslations(texts, answer.translations, inspect);
+      await inspectSentence(texts[0], document.querySelector(".inspect"));
+    } catch (error) {
+      busy("");
+      showError(error.message);
+    }
+  }
+
+  async function startWithServer() {
+    byId("translate-form").hidden = false;
+    byId("translate-form").addEventListener("submit", submit);
+    try {
+      const answer = await api("models");
+      const models = Array.isArray(answer) ? answer : answer.models;
+      fillSelect(byId("model"), models.map((model) => [model.name, model.task
+        ? `${model.name} (${model.task})` : model.name]), models[0] && models[0].name);
+      byId("model").closest("label").hidden = models.length < 2;
+    } catch (error) {
+      showError(error.message);
+    }
+    byId("texts").focus();
+  }
+
+  // ---- offline: everything embedded -------------------------------------------------
+
+  function startOffline(data) {
+    state.offline = data;
+    byId("about").textContent = settingsText(data.model, data.search);
+    showTranslations([data.source], [{ hypotheses: data.hypotheses }], null);
+    showView(data, null);
+  }
+
+  function start() {
+    byId("attention-kind").addEventListener("change", (event) => {
+      state.attention = event.target.value;
+      const entry = entryOf(state.view, state.attention);
+      state.layer = entry.layers.length;
+      state.head = entry.layers[state.layer - 1].heads.length > 1 ? null : 1;
+      choose();
+    });
+    byId("layer").addEventListener("change", (event) => {
+      state.layer = Number(event.target.value);
+      choose();
+    });
+    byId("head").addEventListener("change", (event) => {
+      state.head = event.target.value === "mean" ? null : Number(event.target.value);
+      choose();
+    });
+    byId("numbers").addEventListener("change", () => {
+      byId("heatmap-scroll").querySelector(".heatmap")
+        ?.classList.toggle("numbers", byId("numbers").checked);
+    });
+    const embedded = byId("attncli-data").textContent.trim();
+    if (embedded) {
+      try {
+        startOffline(JSON.parse(embedded));
+      } catch (error) {
+        showError(`the embedded attention data cannot be read (${error.message})`);
+      }
+    } else {
+      startWithServer();
+    }
+  }
+
+  start();
+})();
