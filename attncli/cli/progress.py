@@ -1,9 +1,15 @@
 """What `attncli train` shows on stderr while it works.
 
-A bar for the epochs and one for the steps of the current epoch (loss, target
-tokens per second, time left), and after each evaluation one row of a table that
+On a terminal: a bar for the epochs and one for the steps of the current epoch (loss,
+target tokens per second, time left). When stderr is not a terminal (`attncli train
+2>log`, a job scheduler): plain lines instead, one per stage (reading the data,
+learning the vocabularies, building the model, training) and one every
+`training.log_every` batches (loss, target tokens per second, time elapsed), as Joey
+NMT's `logging_freq` does. Either way, after each evaluation one row of a table that
 grows: train loss, validation loss and the task's metrics.
 """
+
+import time
 
 from rich.console import Console
 from rich.progress import (
@@ -32,10 +38,17 @@ class TrainingDisplay:
 
     Args:
         console: a `rich.console.Console`. Defaults to one on stderr.
+        log_every: int >= 1, batches between two plain progress lines when the
+            console is not a terminal. Defaults to 100.
     """
 
-    def __init__(self, console=None):
+    def __init__(self, console=None, log_every=100):
         self.console = console or Console(stderr=True)
+        self.plain = not self.console.is_terminal
+        self.log_every = log_every
+        self.started = time.monotonic()
+        self.epoch = None
+        self.batch = 0
         self.progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -53,13 +66,30 @@ class TrainingDisplay:
         self.rows = []
 
     def __enter__(self):
-        self.progress.start()
+        if not self.plain:
+            self.progress.start()
         return self
 
     def __exit__(self, *exc_info):
-        self.progress.stop()
+        if not self.plain:
+            self.progress.stop()
+
+    def stage(self, text):
+        """A stage of the run begins (`"reading the data"`): one line when not a terminal."""
+        if self.plain:
+            self._line(text)
+
+    def _line(self, text):
+        elapsed = round(time.monotonic() - self.started)
+        minutes, seconds = divmod(elapsed, 60)
+        self.message(f"[{minutes // 60}:{minutes % 60:02d}:{seconds:02d}] {text}")
 
     def start_epoch(self, epoch, total, done_steps):
+        self.epoch, self.batch = epoch, done_steps
+        if self.plain:
+            start = f" from batch {done_steps + 1}" if done_steps else ""
+            self._line(f"training epoch {epoch} of {total}{start}")
+            return
         if self.epoch_task is None:
             self.epoch_task = self.progress.add_task(
                 "epochs", total=total, completed=epoch - 1, status=""
@@ -71,6 +101,13 @@ class TrainingDisplay:
         )
 
     def step(self, loss, tokens_per_second):
+        self.batch += 1
+        if self.plain:
+            if self.batch % self.log_every == 0:
+                of = f"/{self.steps_per_epoch}" if self.steps_per_epoch else ""
+                self._line(f"epoch {self.epoch} batch {self.batch}{of}: loss {loss:.3f}, "
+                           f"{tokens_per_second:,.0f} target tokens/s")
+            return
         self.progress.update(
             self.step_task,
             advance=1,
@@ -78,9 +115,9 @@ class TrainingDisplay:
         )
 
     def end_epoch(self, record):
-        if self.step_task is not None and self.steps_per_epoch is None and record["complete_epoch"]:
-            self.steps_per_epoch = int(self.progress.tasks[self.step_task].completed)
-        if record["complete_epoch"]:
+        if self.steps_per_epoch is None and record["complete_epoch"]:
+            self.steps_per_epoch = self.batch
+        if record["complete_epoch"] and not self.plain:
             self.progress.advance(self.epoch_task)
         self.rows.append(record)
         self.console.print(self.table(self.rows[-1:], header=len(self.rows) == 1))

@@ -180,7 +180,7 @@ def _train(config, run, role, run_dir, data_dir, resume, console):
     resume_command = (
         f"attncli train --resume --run-dir {shlex.quote(str(run.path if role is None else given))}"
     )
-    with TrainingDisplay(console) as display:
+    with TrainingDisplay(console, log_every=training.log_every) as display:
         try:
             trainer = Trainer.from_config(config, run, display, data_dir=data_dir, resume=resume,
                                           strategy=strategy, is_chief=role is None or role.is_chief,

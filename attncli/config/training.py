@@ -134,6 +134,10 @@ class LoopConfig(TrainingConfig):
             GPUs, split the CPU into this many logical devices, one replica each
             (to try or test a distributed setup; the replicas share the cores).
             Defaults to None (the CPU is one device).
+        log_every: int >= 1, batches between two progress lines (loss, target
+            tokens per second, time elapsed) when stderr is not a terminal, as in
+            `attncli train 2>log`; a terminal shows progress bars instead.
+            Defaults to 100.
     """
 
     epochs: int = 10
@@ -147,6 +151,7 @@ class LoopConfig(TrainingConfig):
     eval_every: int | None = None
     distribute: Literal["none", "mirrored", "multi-worker"] = "none"
     cpu_replicas: int | None = None
+    log_every: int = 100
 
     def __post_init__(self):
         super().__post_init__()
@@ -155,7 +160,7 @@ class LoopConfig(TrainingConfig):
                 f"seed must be in [0, 2**32 - 1] (what TensorFlow and NumPy accept). "
                 f"Received: seed={self.seed}"
             )
-        for name in ("epochs", "checkpoint_every", "eval_beam_size"):
+        for name in ("epochs", "checkpoint_every", "eval_beam_size", "log_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1. Received: {name}={getattr(self, name)}")
         for name in ("patience", "eval_sentences", "eval_every", "cpu_replicas"):

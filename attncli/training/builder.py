@@ -108,7 +108,8 @@ def build_training(config, run, progress, data_dir=None, resume=False, strategy=
     Args:
         config: the `RunConfig`.
         run: the `RunDirectory` (created, or opened to resume).
-        progress: where messages go (an object with `message(text)`).
+        progress: where messages go (an object with `message(text)`, and
+            optionally `stage(text)`, told as each stage begins).
         data_dir: folder for the relative paths of the data section.
         resume: bool, read the run's vocabularies back and restore its newest checkpoint.
         strategy: the `tf.distribute.Strategy` to train under. Defaults to
@@ -129,6 +130,7 @@ def build_training(config, run, progress, data_dir=None, resume=False, strategy=
     strategy = strategy or make_strategy(training.distribute, training.cpu_replicas)
     workers = Workers(strategy, distributed, is_chief)
     keras.utils.set_random_seed(training.seed)
+    _stage(progress, "reading the data")
     splits = read_splits(config.data, data_dir)
     # Splits carved from one file share its report: each file is reported once.
     reports = {id(corpus.report): corpus.report
@@ -136,6 +138,7 @@ def build_training(config, run, progress, data_dir=None, resume=False, strategy=
                if corpus.report is not None and corpus.report.bad_lines}
     for report in reports.values():
         progress.message(f"{report.summary()}; skipped")
+    _stage(progress, "reading the vocabularies" if resume else "learning the vocabularies")
     source_tokenizer, target_tokenizer = prepare_tokenizers(config, run, splits, resume)
     if distributed:
         workers.check_same_run(
@@ -146,6 +149,7 @@ def build_training(config, run, progress, data_dir=None, resume=False, strategy=
         len(source_tokenizer.vocabulary), len(target_tokenizer.vocabulary)
     )
     check_fits_in_memory(model_config, training.average_decay is not None)
+    _stage(progress, "building the model")
     with strategy.scope():
         model = Seq2Seq(model_config)
         # Distributed, the train step clips the summed gradient itself.
@@ -167,6 +171,7 @@ def build_training(config, run, progress, data_dir=None, resume=False, strategy=
         raise_to_kept_model(position, workers, run, config)
     data = config.data
     stats = PipelineStats()
+    _stage(progress, "encoding the pairs")
     encoded = encode_pairs(
         splits.train, source_tokenizer, target_tokenizer,
         max_length=data.max_length, source_end=data.source_end, stats=stats,
@@ -181,6 +186,13 @@ def build_training(config, run, progress, data_dir=None, resume=False, strategy=
         model=model, optimizer=optimizer, position=position, checkpoints=checkpoints,
         encoded=encoded, valid_encoded=valid_encoded, stats=stats,
     )
+
+
+def _stage(progress, text):
+    """Tell `progress` a stage begins, if it shows stages (`TrainingDisplay.stage`)."""
+    stage = getattr(progress, "stage", None)
+    if stage is not None:
+        stage(text)
 
 
 def prepare_tokenizers(config, run, splits, resume):

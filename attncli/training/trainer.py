@@ -215,7 +215,9 @@ class Trainer:
                     raise Interrupted(received, epoch + 1, int(position.batch.numpy()))
         self.progress.message(f"finished: {self._reason_to_stop(started)}")
         summary = {
-            "epochs": int(position.epoch.numpy()),
+            # Epochs trained, the last one counted when the time budget, patience or a
+            # signal cut it short: the `1*` of the table is one epoch.
+            "epochs": int(position.epoch.numpy()) + int(int(position.batch.numpy()) > 0),
             "best": {
                 self.config.stop_metric:
                     self.config.shown_metric(float(position.best_metric.numpy()))
