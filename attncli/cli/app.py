@@ -18,6 +18,7 @@ from typer.core import TyperArgument, TyperGroup
 from attncli.errors import AttncliError
 from attncli.own_layers import check_own_layers
 from attncli.scores import DEMO_SCORES
+from attncli.serve.limits import Limits
 
 _DEBUG = "attncli.debug"
 
@@ -368,6 +369,78 @@ def translate(
         n_best=n_best, output_format=output_format, reference=reference,
         batch_size=batch_size, console=_stderr_console(), alignments=alignments,
         replace_unk=replace_unk, ensemble=ensemble or [],
+    )
+    raise typer.Exit(code=code)
+
+
+@app.command("serve")
+def serve(
+    ctx: typer.Context,
+    run: Annotated[
+        Path | None,
+        typer.Argument(metavar="RUN", help="A run directory (or a model directory), served "
+                       "under its directory's name.", show_default=False),
+    ] = None,
+    ensemble: Annotated[
+        list[Path] | None,
+        typer.Option("--ensemble", metavar="RUN", help="Another run decoded together with "
+                     "RUN, as translate --ensemble. Repeat for more."),
+    ] = None,
+    models: Annotated[
+        list[str] | None,
+        typer.Option("--model", metavar="NAME=RUN", help="Also serve RUN as NAME (requests "
+                     'say "model": NAME). Repeat for more; the first model is the default.'),
+    ] = None,
+    host: Annotated[
+        str, typer.Option(metavar="ADDRESS", help="Address to listen on; 0.0.0.0 opens the "
+                          "server to other machines.")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(metavar="N", help="Port; 0 picks a free one.")] = 8000,
+    token: Annotated[
+        str | None,
+        typer.Option(metavar="TOKEN", envvar="ATTNCLI_TOKEN",
+                     help="Every request must send 'Authorization: Bearer TOKEN'."),
+    ] = None,
+    max_body_bytes: Annotated[
+        int, typer.Option(metavar="N", help="Largest request body, in bytes.")
+    ] = Limits.max_body_bytes,
+    max_texts: Annotated[int, typer.Option(metavar="N", help="Texts per request.")] = (
+        Limits.max_texts),
+    max_chars: Annotated[int, typer.Option(metavar="N", help="Characters per text.")] = (
+        Limits.max_chars),
+    max_output_tokens: Annotated[
+        int, typer.Option(metavar="N", help="Refuse a text whose translation may be longer "
+                          "(the run's max_length_ratio and max_length_offset).")
+    ] = Limits.max_output_tokens,
+    max_beam: Annotated[int, typer.Option(metavar="N", help="Largest beam a request may "
+                                          "ask for.")] = Limits.max_beam,
+    max_queue: Annotated[
+        int, typer.Option(metavar="N", help="Texts waiting or being translated; past it, "
+                          "503 with Retry-After.")
+    ] = Limits.max_queue,
+    batch_tokens: Annotated[
+        int, typer.Option(metavar="N", help="A batch's budget: source tokens times beam.")
+    ] = Limits.batch_tokens,
+    batch_wait_ms: Annotated[
+        float, typer.Option(metavar="MS", help="How long a batch waits for more texts.")
+    ] = Limits.batch_wait_ms,
+):
+    """Serve translations and attention over HTTP: a JSON API and a page at /.
+
+    Loads each model once and traces its searches; GET /health answers 200 when ready.
+    The API is described at /docs. SIGTERM or Ctrl-C finishes the requests in flight.
+    """
+    from attncli.cli.serve_command import serve as run_server
+
+    limits = {
+        "max_body_bytes": max_body_bytes, "max_texts": max_texts, "max_chars": max_chars,
+        "max_output_tokens": max_output_tokens, "max_beam": max_beam,
+        "max_queue": max_queue, "batch_tokens": batch_tokens, "batch_wait_ms": batch_wait_ms,
+    }
+    code = run_server(
+        run_path=run, ensemble=ensemble or [], named=models or [], host=host, port=port,
+        token=token, limits=limits, console=_stderr_console(),
+        load_tensorflow=lambda: _load_tensorflow(ctx),
     )
     raise typer.Exit(code=code)
 

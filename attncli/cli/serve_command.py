@@ -1,0 +1,128 @@
+"""`attncli serve RUN`: translations and attention over HTTP from one long-lived process.
+
+The socket is bound first (a port in use is a one-line error, `--port 0` picks a free
+one), then the models load and their searches trace on the batcher's thread while
+`GET /health` answers 503; the line `serving on http://HOST:PORT` on stderr says where,
+and `ready: ...` when every model is. SIGTERM or Ctrl-C stops taking connections,
+finishes the requests in flight and exits 0. `attncli.serve.app` describes the API.
+"""
+
+import re
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+
+from attncli.cli.translate_command import model_directory
+from attncli.errors import AttncliError
+
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def model_specs(run_path, ensemble, named):
+    """`(name, [model directory, ...])` of RUN (with its `--ensemble`) and each
+    `--model NAME=RUN`, in order, checked."""
+    specs = []
+    if run_path is not None:
+        directory = model_directory(run_path)
+        path = Path(run_path).resolve()
+        name = path.parent.name if directory == Path(run_path) and path.name == "model" \
+            else path.name
+        specs.append((name, [directory, *(model_directory(other) for other in ensemble)]))
+    elif ensemble:
+        raise AttncliError("--ensemble decodes other runs together with RUN: give RUN")
+    for spec in named:
+        name, equals, path = spec.partition("=")
+        if not equals or not path:
+            raise AttncliError(f"--model {spec!r}: write NAME=RUN, e.g. --model es-en=runs/default")
+        if not NAME.fullmatch(name):
+            raise AttncliError(
+                f"--model {spec!r}: a name is letters, digits, '.', '_' and '-' (at most 64)"
+            )
+        specs.append((name, [model_directory(path)]))
+    if not specs:
+        raise AttncliError("give a RUN to serve, or --model NAME=RUN (repeatable)")
+    names = [name for name, _ in specs]
+    for name in names:
+        if names.count(name) > 1:
+            raise AttncliError(f"two models are named {name!r}: name them with --model NAME=RUN")
+    return specs
+
+
+def listen(host, port):
+    """A socket listening on `host:port` (port 0: a free one)."""
+    try:
+        info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as error:
+        raise AttncliError(f"--host {host}: not an address of this machine ({error.strerror})") \
+            from None
+    sock = socket.socket(info[0], socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(info[4])
+        sock.listen(2048)
+    except OSError as error:
+        sock.close()
+        raise AttncliError(f"cannot listen on {host}:{port}: {error.strerror}") from None
+    return sock
+
+
+def serve(*, run_path, ensemble, named, host, port, token, limits, console, load_tensorflow):
+    """Run `attncli serve` until SIGTERM or Ctrl-C; returns the exit code."""
+    from attncli.serve.limits import Limits
+
+    specs = model_specs(run_path, ensemble, named)
+    try:
+        limits = Limits(**limits)
+    except ValueError as error:
+        raise AttncliError(str(error)) from None
+    if token is not None and not token.strip():
+        raise AttncliError("--token is empty: give the token clients must send")
+    sock = listen(host, port)
+    bound = sock.getsockname()
+    where = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+    console.print(f"serving on http://{where}:{bound[1]} (loading {len(specs)} model"
+                  f"{'s' if len(specs) > 1 else ''}; GET /health answers 503 until ready)",
+                  highlight=False, soft_wrap=True)
+
+    import uvicorn
+
+    from attncli.serve.app import create_app
+    from attncli.serve.registry import Registry
+
+    registry = Registry(specs, limits)
+    started = time.monotonic()
+    failures = []
+
+    def load():
+        load_tensorflow()
+        registry.load()
+
+    def on_loaded(error):
+        if error is None:
+            console.print(f"ready: {', '.join(registry.models)} loaded and traced in "
+                          f"{time.monotonic() - started:.1f} s", highlight=False, soft_wrap=True)
+            return
+        failures.append(error)
+        server.should_exit = True
+
+    app = create_app(registry, limits, token=token, load=load, on_loaded=on_loaded)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
+                            timeout_graceful_shutdown=None)
+    server = uvicorn.Server(config)
+    # uvicorn handles SIGTERM and SIGINT while it runs (stop listening, finish the
+    # requests in flight), then raises the signal again for the handler it found:
+    # ignoring it then ends the command normally, with exit code 0.
+    for handled in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(handled, lambda *_: None)
+    server.run(sockets=[sock])
+    if failures:
+        error = failures[0]
+        if isinstance(error, AttncliError):
+            raise AttncliError(f"cannot serve: {error}")
+        lines = str(error).strip().splitlines()
+        raise AttncliError(f"cannot serve: {lines[0] if lines else type(error).__name__}")
+    console.print("stopped", highlight=False)
+    sys.stderr.flush()
+    return 0

@@ -1,0 +1,11 @@
+"""`attncli serve`: trained models behind an HTTP API, and the attention page.
+
+- `limits`: the limits a request must keep, and `RequestError`, a refusal in one line.
+- `registry`: the models a server loaded, each with its translators per search.
+- `batching`: one worker thread that merges requests into batches and runs every
+  TensorFlow call; the event loop only waits for it.
+- `schemas`: the JSON bodies of the API, validated with pydantic.
+- `app`: the FastAPI application.
+
+Nothing here imports TensorFlow at module level: `registry` does when models load.
+"""

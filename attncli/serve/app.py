@@ -1,0 +1,364 @@
+"""The FastAPI application of `attncli serve`.
+
+Endpoints (their schemas at `/docs`, `/openapi.json`):
+
+    GET  /health     200 {"status": "ready", ...} once every model is loaded and
+                     traced; 503 {"status": "loading"} before
+    GET  /models     each model's name, task, tokenizer levels and decoding defaults
+    POST /translate  {"texts": [...], "model"?, "beam"?, "n_best"?, "alpha"?,
+                     "alignments"?, "attention"?} -> {"translations": [...]}, in order
+    POST /inspect    {"text", "model"?, "beam"?} -> the sentence's attention view
+    POST /step       {"text", "model"?, "beam"?, "attention", "layer"?, "head"?,
+                     "step"} -> one attention step (vectors cut to 8 components)
+    GET  /           the attention page; its files under /static/
+
+A request refused says why in one line, `{"error": "..."}`, with a 4xx status (503 and
+`Retry-After` while loading or when the queue is full); a failure of the server's own
+is a 500 of the same form, and the next request is served as usual.
+
+Each text is translated as `attncli translate` translates a line given as an argument
+(a newline inside a text reads as a space; an empty or whitespace text gets an empty
+translation and a null score), in batches the `Batcher` merges across requests.
+"""
+
+import asyncio
+import contextlib
+import hmac
+import json
+import math
+from http.cookies import SimpleCookie
+from pathlib import Path
+from urllib.parse import parse_qs
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException
+
+from attncli.errors import AttncliError
+from attncli.serve import schemas
+from attncli.serve.batching import Batcher, QueueFull
+from attncli.serve.limits import RequestError
+from attncli.serve.registry import TextTooLong
+
+PAGE_FILES = Path(__file__).resolve().parent / "page"
+TOKEN_COOKIE = "attncli_token"
+RETRY_AFTER = "1"  # seconds a client refused for a full queue waits
+
+
+def create_app(registry, limits, token=None, load=None, on_loaded=None):
+    """The application serving `registry`'s models within `limits`.
+
+    Args:
+        registry: a `Registry`.
+        limits: the server's `Limits`.
+        token: if set, every request must carry it (see `BearerToken`).
+        load: None, or a function that loads the registry's models (`registry.load`),
+            run on the batcher's thread when the application starts.
+        on_loaded: None, or `on_loaded(error)`, called when `load` ends (error None
+            once every model is ready).
+    """
+    batcher = Batcher(
+        measure=lambda key, texts: registry.models[key[0]].measure(key[1], texts),
+        run=lambda key, texts: registry.models[key[0]].translate(key[1], key[2], texts),
+        batch_tokens=limits.batch_tokens,
+        batch_wait=limits.batch_wait_ms / 1000,
+        max_queue=limits.max_queue,
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        batcher.start()
+        if load is not None:
+            loading = batcher.call(load)
+            if on_loaded is not None:
+                loading.add_done_callback(lambda done: on_loaded(
+                    None if done.cancelled() else done.exception()))
+        yield
+        await asyncio.to_thread(batcher.close)
+
+    app = FastAPI(
+        title="attncli serve",
+        summary="Translations and attention from attncli models.",
+        lifespan=lifespan,
+    )
+    app.state.batcher = batcher
+
+    @app.exception_handler(RequestError)
+    async def refused(request, error):
+        return _error(error.status, error.message, error.headers)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request, error):
+        return _error(error.status_code, str(error.detail), error.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request, error):
+        return _error(422, "the request is not valid")
+
+    @app.exception_handler(Exception)
+    async def failed(request, error):
+        return _error(500, f"the server failed: {_first_line(error)}")
+
+    def ready():
+        if not registry.ready:
+            raise RequestError(503, "the models are still loading; try again in a few "
+                               "seconds", {"Retry-After": "5"})
+
+    @app.get("/health", responses={503: {"model": schemas.ErrorResponse}})
+    async def health():
+        """200 once every model is loaded and its searches traced; 503 before."""
+        if not registry.ready:
+            return JSONResponse({"status": "loading"}, 503, {"Retry-After": "5"})
+        return {"status": "ready", "models": list(registry.models),
+                "queued": batcher.pending}
+
+    @app.get("/models", response_model=schemas.ModelsResponse)
+    async def models():
+        """Each model's name, task, tokenizer levels and decoding defaults."""
+        ready()
+        return JSONResponse({
+            "default": registry.default,
+            "models": [model.describe() for model in registry.models.values()],
+        })
+
+    @app.post("/translate", openapi_extra=_body(schemas.TranslateRequest),
+              responses=_responses(schemas.TranslateResponse))
+    async def translate(request: Request):
+        """Translate texts; one object per text, in order (see the request schema)."""
+        ready()
+        body = schemas.parse(schemas.TranslateRequest, await _read_json(request, limits))
+        model = registry.get(body.model)
+        search = model.search(body.beam, body.alpha, body.n_best)
+        if len(body.texts) > limits.max_texts:
+            raise RequestError(413, f"{len(body.texts)} texts in one request; at most "
+                               f"{limits.max_texts} (--max-texts)")
+        lines = [_line(text, f"texts[{index}]", limits) for index, text in
+                 enumerate(body.texts)]
+        filled = [index for index, line in enumerate(lines) if line.strip()]
+        weights = body.alignments or body.attention
+        results = await _submit(batcher, (model.name, search, weights),
+                                [lines[index] for index in filled], filled, limits)
+        output = [{"text": "", "score": None} for _ in lines]
+        for index, result in zip(filled, results):
+            output[index] = _translated(result, model, body)
+        if body.n_best is not None:
+            for index in set(range(len(lines))) - set(filled):
+                output[index]["hypotheses"] = []
+        return JSONResponse({"translations": output})
+
+    async def view_of(body, model, search, step=None):
+        """The attention view of `body.text`, or one of its steps, from the worker."""
+        text = _line(body.text, "text", limits)
+        if not text.strip():
+            raise RequestError(422, "text: it is empty; give a sentence")
+
+        def work():
+            try:
+                model.measure(search, [text])
+            except TextTooLong as error:
+                raise _too_long(error, "text", limits) from None
+            view = model.inspect(text, search)
+            return view if step is None else view.step(*step).to_dict(width=8)
+
+        try:
+            return await batcher.call(work)
+        except QueueFull as error:
+            raise RequestError(503, f"{error}; try again", {"Retry-After": RETRY_AFTER}) from None
+        except AttncliError as error:
+            raise RequestError(422, str(error)) from None
+
+    @app.post("/inspect", openapi_extra=_body(schemas.InspectRequest),
+              responses=_responses(None))
+    async def inspect(request: Request):
+        """A sentence's best translation and every attention of the model over it."""
+        ready()
+        body = schemas.parse(schemas.InspectRequest, await _read_json(request, limits))
+        model = registry.get(body.model)
+        search = model.search(body.beam)
+        view = await view_of(body, model, search)
+        return JSONResponse({**view.to_dict(), "model": model.name,
+                             "search": search.to_dict()})
+
+    @app.post("/step", openapi_extra=_body(schemas.StepRequest), responses=_responses(None))
+    async def step(request: Request):
+        """One attention step of a sentence's best translation: query, keys, values,
+        scores, weights, context."""
+        ready()
+        body = schemas.parse(schemas.StepRequest, await _read_json(request, limits))
+        model = registry.get(body.model)
+        search = model.search(body.beam)
+        record = await view_of(body, model, search,
+                               (body.attention, body.layer, body.head, body.step))
+        return JSONResponse(record)
+
+    @app.get("/", response_class=HTMLResponse)
+    async def page():
+        """The attention page."""
+        from attncli.serve.page import page_html
+
+        return HTMLResponse(page_html())
+
+    app.mount("/static", StaticFiles(directory=PAGE_FILES, check_dir=False), name="static")
+    if token is not None:
+        app.add_middleware(BearerToken, token=token)
+    return app
+
+
+async def _submit(batcher, key, texts, positions, limits):
+    """The batcher's results of `texts`, refusals turned into `RequestError`s."""
+    try:
+        return await batcher.submit(key, texts)
+    except QueueFull as error:
+        raise RequestError(503, f"{error}; try again", {"Retry-After": RETRY_AFTER}) from None
+    except TextTooLong as error:
+        raise _too_long(error, f"texts[{positions[error.position]}]", limits) from None
+
+
+def _too_long(error, where, limits):
+    return RequestError(
+        413, f"{where}: its {error.tokens} source tokens may translate into "
+        f"{error.longest} tokens, more than {limits.max_output_tokens} "
+        "(--max-output-tokens); split it"
+    )
+
+
+def _line(text, where, limits):
+    """`text` as `attncli translate` reads an argument (newlines as spaces), checked."""
+    if len(text) > limits.max_chars:
+        raise RequestError(413, f"{where}: {len(text)} characters; at most "
+                           f"{limits.max_chars} (--max-chars)")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise RequestError(422, f"{where}: not valid Unicode (a lone surrogate at "
+                           f"character {error.start})") from None
+    return " ".join(text.split("\n"))
+
+
+def _translated(result, model, body):
+    """The response object of one text's `Translation`."""
+    from attncli.search.alignments import align_translation
+
+    alignments = None
+    if body.alignments:
+        result, alignments = align_translation(result, *model.levels)
+    hypotheses = [_hypothesis(hypothesis, alignments[rank] if alignments else None,
+                              body.attention)
+                  for rank, hypothesis in enumerate(result.hypotheses)]
+    output = dict(hypotheses[0])
+    if body.attention:
+        output["source_tokens"] = list(result.source_tokens)
+    if alignments:
+        output["source_words"] = [word.text for word in alignments[0].source_words]
+    if body.n_best is not None:
+        output["hypotheses"] = hypotheses
+    return output
+
+
+def _hypothesis(hypothesis, alignment, attention):
+    score = float(hypothesis.score)
+    entry = {"text": hypothesis.text, "score": score if math.isfinite(score) else None}
+    if alignment is not None:
+        entry["words"] = [word.text for word in alignment.target_words]
+        entry["alignment"] = alignment.pharaoh()
+    if attention:
+        entry["tokens"] = list(hypothesis.tokens)
+        entry["weights"] = hypothesis.weights.astype(float).round(5).tolist()
+    return entry
+
+
+async def _read_json(request, limits):
+    """The request's body as JSON, within `max_body_bytes`."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limits.max_body_bytes:
+        raise RequestError(413, f"the body has {declared} bytes; at most "
+                           f"{limits.max_body_bytes} (--max-body-bytes)")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limits.max_body_bytes:
+            raise RequestError(413, f"the body has more than {limits.max_body_bytes} bytes "
+                               "(--max-body-bytes)")
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise RequestError(400, f"the body is not UTF-8 (byte {error.start})") from None
+    try:
+        return json.loads(text)
+    except ValueError as error:
+        raise RequestError(400, f"the body is not JSON: {_first_line(error)}") from None
+
+
+def _error(status, message, headers=None):
+    return JSONResponse({"error": message}, status, headers)
+
+
+def _first_line(error):
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
+def _body(model):
+    """The OpenAPI request body of a handler that parses `model` itself."""
+    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+    return {"requestBody": {"required": True,
+                            "content": {"application/json": {"schema": schema}}}}
+
+
+def _responses(model):
+    error = {"model": schemas.ErrorResponse}
+    answers = {status: error for status in (400, 401, 404, 413, 422, 503)}
+    if model is not None:
+        answers[200] = {"model": model}
+    return answers
+
+
+class BearerToken:
+    """ASGI middleware: every request needs `Authorization: Bearer TOKEN` (401 else).
+
+    For a browser, which cannot add a header when it opens a page, `GET /?token=TOKEN`
+    is accepted too: its answer sets the token as an HTTP-only, same-site cookie, which
+    the page's own requests then carry and which is accepted as the header is.
+    """
+
+    def __init__(self, app, token):
+        self.app = app
+        self.token = token.encode("utf-8")
+
+    def _matches(self, given):
+        return given is not None and hmac.compare_digest(given.encode("utf-8"), self.token)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = {name: value.decode("latin-1") for name, value in scope["headers"]}
+        scheme, _, given = headers.get(b"authorization", "").partition(" ")
+        cookie = SimpleCookie()
+        with contextlib.suppress(Exception):
+            cookie.load(headers.get(b"cookie", ""))
+        from_cookie = cookie[TOKEN_COOKIE].value if TOKEN_COOKIE in cookie else None
+        if (scheme.lower() == "bearer" and self._matches(given.strip())) or \
+                self._matches(from_cookie):
+            return await self.app(scope, receive, send)
+        if scope["path"] == "/" and scope["method"] == "GET":
+            query = parse_qs(scope["query_string"].decode("latin-1"))
+            if self._matches((query.get("token") or [None])[0]):
+                return await self.app(scope, receive, _setting_cookie(send, self.token))
+        response = _error(401, "this server needs its token: send the header "
+                          "'Authorization: Bearer TOKEN'", {"WWW-Authenticate": "Bearer"})
+        await response(scope, receive, send)
+
+
+def _setting_cookie(send, token):
+    cookie = (f"{TOKEN_COOKIE}={token.decode('utf-8')}; HttpOnly; SameSite=Strict; "
+              "Path=/").encode("latin-1")
+
+    async def sending(message):
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []),
+                                              (b"set-cookie", cookie)]}
+        await send(message)
+
+    return sending

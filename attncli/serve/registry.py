@@ -1,0 +1,211 @@
+"""The models one server loaded, each with its translators per search.
+
+A `ServedModel` is one name: a run, or an ensemble of runs (`load_ensemble`, as
+`attncli translate --ensemble` loads them). A search is the run's decoding settings
+with a request's `beam`, `alpha` and `n_best` applied, as `attncli translate` applies
+its options; each search (with or without attention weights) has its own `Translator`,
+traced on its first batch. The run's own search and greedy search are traced when the
+server starts; others when first asked for, kept for the next requests (the eight last
+used, beside those two).
+
+Every method that runs TensorFlow is called on the batcher's worker thread.
+"""
+
+import collections
+import dataclasses
+import math
+
+from attncli.errors import shown
+from attncli.serve.limits import RequestError
+
+#: Translators kept per model beside those traced at start-up (least recently used go).
+KEPT_TRANSLATORS = 8
+#: Attention views kept per model for `/step` after `/inspect` (least recently used go).
+KEPT_VIEWS = 32
+
+
+class TextTooLong(Exception):
+    """Text `position` of a request may translate into more tokens than allowed."""
+
+    def __init__(self, position, tokens, longest):
+        super().__init__(position, tokens, longest)
+        self.position, self.tokens, self.longest = position, tokens, longest
+
+
+class ServedModel:
+    """One model (or ensemble) a server translates with.
+
+    Args:
+        name: the name requests use (`"model": name`).
+        loaded: the `LoadedModel` (its `model` an `Ensemble` for several runs).
+        members: the number of runs decoded together.
+        limits: the server's `Limits`.
+    """
+
+    def __init__(self, name, loaded, members, limits):
+        from attncli.config.search import SearchConfig
+
+        self.name = name
+        self.loaded = loaded
+        self.members = members
+        self.limits = limits
+        self.levels = (loaded.source_tokenizer.level, loaded.target_tokenizer.level)
+        self.task = loaded.metadata.get("task", "translation")
+        self.defaults = getattr(loaded, "search", None) or SearchConfig(
+            **loaded.metadata.get("decoding", {})
+        )
+        self.greedy = dataclasses.replace(self.defaults, beam_size=1, n_best=1)
+        self._started = {}  # translators traced at start-up, never dropped
+        self._translators = collections.OrderedDict()
+        self._views = collections.OrderedDict()
+
+    def describe(self):
+        """What `GET /models` says of this model."""
+        return {
+            "name": self.name,
+            "task": self.task,
+            "members": self.members,
+            "source_level": self.levels[0],
+            "target_level": self.levels[1],
+            "decoding": self.defaults.to_dict(),
+        }
+
+    def search(self, beam=None, alpha=None, n_best=None):
+        """The run's search with a request's changes, as `attncli translate` makes it
+        from `--beam`, `--alpha` and `--n-best`.
+
+        Raises:
+            RequestError: 422 for a beam past `max_beam` or settings that do not go
+                together.
+        """
+        if beam is not None and not 1 <= beam <= self.limits.max_beam:
+            raise RequestError(
+                422, f"beam must be in [1, {self.limits.max_beam}]. Received: beam={beam}"
+            )
+        changes = {}
+        if beam is not None:
+            changes["beam_size"] = beam
+            if n_best is None and (self.defaults.n_best or 0) > beam:
+                changes["n_best"] = beam
+        if alpha is not None:
+            changes["alpha"] = alpha
+        if n_best is not None:
+            changes["n_best"] = n_best
+        try:
+            return dataclasses.replace(self.defaults, **changes)
+        except ValueError as error:
+            message = str(error).replace("beam_size", "beam")
+            raise RequestError(422, message) from None
+
+    def start(self):
+        """Trace the run's search and greedy search (without attention weights)."""
+        for search in (self.defaults, self.greedy):
+            if search not in self._started:
+                self._started[search] = self._translator(search, False)
+                self._started[search].translate(["."])
+        self.measure(self.defaults, ["."])
+
+    def translator(self, search, weights):
+        """The `Translator` of `search` (with attention weights if `weights`)."""
+        if not weights and search in self._started:
+            return self._started[search]
+        key = (search, weights)
+        if key in self._translators:
+            self._translators.move_to_end(key)
+        else:
+            self._translators[key] = self._translator(search, weights)
+            if len(self._translators) > KEPT_TRANSLATORS:
+                self._translators.popitem(last=False)
+        return self._translators[key]
+
+    def _translator(self, search, weights):
+        return self.loaded.translator(search, attention_weights=weights)
+
+    def measure(self, search, texts):
+        """Each text's cost for the batch budget: its source tokens times the beam.
+
+        Raises:
+            TextTooLong: for the first text whose search may emit more than
+                `max_output_tokens` tokens.
+        """
+        import tensorflow as tf
+
+        tokens = self.loaded.source_tokenizer.tokenize(tf.constant(texts, tf.string))
+        lengths = tokens.row_lengths().numpy() + int(self.loaded.source_end)
+        for position, length in enumerate(lengths.tolist()):
+            longest = math.ceil(search.max_length_ratio * length) + search.max_length_offset
+            if longest > self.limits.max_output_tokens:
+                raise TextTooLong(position, length, longest)
+        return [max(length, 1) * search.beam_size for length in lengths.tolist()]
+
+    def translate(self, search, weights, texts):
+        """The `Translation` of each text, in one batch."""
+        return self.translator(search, weights).translate(texts, batch_size=len(texts))
+
+    def inspect(self, text, search):
+        """The `SentenceView` of `text`'s best translation (kept for `step`)."""
+        from attncli.search.inspection import inspect_sentence
+
+        key = (text, search)
+        if key in self._views:
+            self._views.move_to_end(key)
+            return self._views[key]
+        if self.members > 1:
+            raise RequestError(
+                422, f"model {self.name!r} is an ensemble of {self.members} runs: "
+                "its attention is the mean of its members', which has no single step to "
+                "inspect; serve one run to inspect it"
+            )
+        translator = self.translator(search, True)
+        [translation] = translator.translate([text])
+        view = inspect_sentence(self.loaded, translator, translation)
+        self._views[key] = view
+        if len(self._views) > KEPT_VIEWS:
+            self._views.popitem(last=False)
+        return view
+
+
+class Registry:
+    """The models of one server, by name; the first is the default.
+
+    Args:
+        specs: `(name, [model directory, ...])` pairs, in order; several directories
+            are decoded as an ensemble.
+        limits: the server's `Limits`.
+    """
+
+    def __init__(self, specs, limits):
+        self.specs = list(specs)
+        self.limits = limits
+        self.default = self.specs[0][0]
+        self.models = {}
+        self.ready = False
+
+    def load(self, report=None):
+        """Load every model and trace its searches; `report(line)` says what is done."""
+        from attncli.search.ensemble import load_ensemble
+
+        for name, directories in self.specs:
+            model = ServedModel(name, load_ensemble(directories), len(directories),
+                                self.limits)
+            model.start()
+            self.models[name] = model
+            if report is not None:
+                report(f"model {name!r} loaded and traced")
+        self.ready = True
+
+    def get(self, name):
+        """The model named `name` (None: the default).
+
+        Raises:
+            RequestError: 404 when no model has that name.
+        """
+        if name is None:
+            name = self.default
+        try:
+            return self.models[name]
+        except KeyError:
+            names = ", ".join(repr(spec[0]) for spec in self.specs)
+            raise RequestError(
+                404, f"no model named {shown(name, 40)}; this server has {names}"
+            ) from None
