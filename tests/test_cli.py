@@ -54,7 +54,8 @@ def assert_user_error(result, fragment):
 # --- the application -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("args", [["--help"], ["score-demo", "--help"], ["export", "--help"]])
+@pytest.mark.parametrize("args", [["--help"], ["score-demo", "--help"], ["export", "--help"],
+                                  ["serve", "--help"]])
 def test_help_does_not_import_tensorflow(args):
     # `python -m attncli ARGS` in a fresh interpreter, which then reports what it imported.
     code = textwrap.dedent(f"""
@@ -64,7 +65,8 @@ def test_help_does_not_import_tensorflow(args):
             runpy.run_module("attncli", run_name="__main__")
         except SystemExit as exit:
             assert exit.code == 0, exit.code
-        heavy = sorted(name for name in ("tensorflow", "keras") if name in sys.modules)
+        heavy = sorted(name for name in ("tensorflow", "keras", "fastapi", "uvicorn",
+                                         "starlette") if name in sys.modules)
         print("HEAVY", heavy)
     """)
     completed = subprocess.run(
