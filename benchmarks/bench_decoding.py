@@ -41,6 +41,7 @@ import tensorflow as tf  # noqa: E402
 from attncli.search.decoding import compile_search  # noqa: E402
 from attncli.model.encoder_decoder import Seq2Seq  # noqa: E402
 from attncli.config.model import ModelConfig  # noqa: E402
+from attncli.config.search import SearchConfig  # noqa: E402
 from attncli.data.tokenization import TUTORIAL_NORMALIZATION, Tokenizer  # noqa: E402
 from attncli.data.vocabulary import END, PAD, START  # noqa: E402
 from benchmarks.tutorial_model import MAX_LENGTH, UNITS, TutorialTranslator, tutorial_greedy  # noqa: E402
@@ -203,9 +204,10 @@ def main():
             tutorial_loop, input_signature=[tf.TensorSpec([None, None], tf.int32)]
         ),
     }
-    length_settings = dict(max_length_ratio=0.0, max_length_offset=MAX_LENGTH)
     for beam_size in (1, 5):
-        search = compile_search(ours, beam_size=beam_size, n_best=1, alpha=0.6, **length_settings)
+        search = compile_search(ours, SearchConfig(
+            beam_size=beam_size, alpha=0.6, max_length_ratio=0.0, max_length_offset=MAX_LENGTH
+        ))
         label = "attncli greedy" if beam_size == 1 else f"attncli beam {beam_size}"
         searches[label] = functools.partial(best_token_ids, search)
 

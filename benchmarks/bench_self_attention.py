@@ -33,6 +33,7 @@ import tensorflow as tf  # noqa: E402
 
 from attncli.config.model import ModelConfig  # noqa: E402
 from attncli.config.run import load_run_config  # noqa: E402
+from attncli.config.search import SearchConfig  # noqa: E402
 from attncli.config.training import TrainingConfig  # noqa: E402
 from attncli.data.corpora import read_bundled, split_corpus  # noqa: E402
 from attncli.data.pipeline import make_dataset  # noqa: E402
@@ -148,9 +149,9 @@ def main():
     searches = {}
     for beam in (1, 5):
         label = "greedy" if beam == 1 else f"beam {beam}"
-        searches[f"{label}, cache"] = compile_search(transformer, beam_size=beam, n_best=1)
-        searches[f"{label}, recomputed prefix"] = compile_search(recomputing, beam_size=beam,
-                                                                 n_best=1)
+        search = SearchConfig(beam_size=beam)
+        searches[f"{label}, cache"] = compile_search(transformer, search)
+        searches[f"{label}, recomputed prefix"] = compile_search(recomputing, search)
     rates = decoding_rates(searches, sources, args.repeats)
     for label in ("greedy", "beam 5"):
         table(f"Decoding ({label}): the self-attention decoder with and without its cache",

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from attncli.config.search import SearchConfig
 from attncli.search import decoding
 from attncli.data.vocabulary import END, PAD, START
 
@@ -156,9 +157,10 @@ def test_exhaustive_beam_finds_the_brute_force_n_best(alpha):
     double = HistoryDecoder(seed=1)
     max_length = 4
     # 3 + 9 + 27 + 81 + 1 = 121 hypotheses: a beam of 128 prunes nothing.
-    search = decoding.compile_search(
-        double, beam_size=128, alpha=alpha, max_length_ratio=0.0, max_length_offset=max_length
-    )
+    search = decoding.compile_search(double, SearchConfig(
+        beam_size=128, n_best=None, alpha=alpha, max_length_ratio=0.0,
+        max_length_offset=max_length,
+    ))
     result = search(tf.constant(SOURCES))
     for b, source in enumerate(SOURCES):
         expected = brute_force(double, source, max_length, alpha)
@@ -177,8 +179,8 @@ def test_a_small_beam_beats_greedy_and_never_beats_the_optimum():
     double = HistoryDecoder(seed=3)
     sources = tf.constant(SOURCES)
     settings = dict(alpha=0.6, max_length_ratio=0.0, max_length_offset=5)
-    greedy = decoding.compile_search(double, beam_size=1, **settings)(sources)
-    beam = decoding.compile_search(double, beam_size=4, **settings)(sources)
+    greedy = decoding.compile_search(double, SearchConfig(beam_size=1, **settings))(sources)
+    beam = decoding.compile_search(double, SearchConfig(beam_size=4, **settings))(sources)
     best = [brute_force(double, source, 5, 0.6)[0][0] for source in SOURCES]
     assert np.all(beam.scores[:, 0].numpy() >= greedy.scores[:, 0].numpy() - 1e-6)
     assert np.all(beam.scores[:, 0].numpy() <= np.array(best) + 1e-5)
@@ -193,10 +195,8 @@ def test_scores_log_probs_and_weights_are_those_of_the_returned_tokens(beam_size
     result = decoding.beam_search(
         double,
         tf.constant(SOURCES),
-        beam_size=beam_size,
-        alpha=alpha,
-        max_length_ratio=1.0,
-        max_length_offset=2,
+        SearchConfig(beam_size=beam_size, n_best=None, alpha=alpha, max_length_ratio=1.0,
+                     max_length_offset=2),
     )
     steps = result.token_ids.shape[2]
     for b, source in enumerate(SOURCES):
@@ -223,9 +223,9 @@ def test_scores_log_probs_and_weights_are_those_of_the_returned_tokens(beam_size
 def test_beam_of_one_equals_greedy_exactly():
     double = HistoryDecoder(seed=4)
     sources = tf.constant(SOURCES)
-    settings = dict(alpha=0.6, max_length_ratio=2.0, max_length_offset=3)
-    greedy = decoding.greedy_search(double, sources, **settings)
-    beam = decoding.beam_search(double, sources, beam_size=1, **settings)
+    settings = SearchConfig(beam_size=1, alpha=0.6, max_length_ratio=2.0, max_length_offset=3)
+    greedy = decoding.greedy_search(double, sources, settings)
+    beam = decoding.beam_search(double, sources, settings)
     for field in ("token_ids", "lengths", "weights"):
         np.testing.assert_array_equal(getattr(greedy, field), getattr(beam, field))
     np.testing.assert_allclose(greedy.log_probs, beam.log_probs, rtol=1e-6)
@@ -235,8 +235,10 @@ def test_beam_of_one_equals_greedy_exactly():
 @pytest.mark.parametrize("beam_size", [1, 3])
 def test_a_search_without_weights_finds_the_same_hypotheses(beam_size):
     double = HistoryDecoder(seed=8)
-    settings = dict(beam_size=beam_size, max_length_ratio=1.0, max_length_offset=2)
-    plain = decoding.compile_search(double, attention_weights=False, **settings)(
+    settings = SearchConfig(
+        beam_size=beam_size, n_best=None, max_length_ratio=1.0, max_length_offset=2
+    )
+    plain = decoding.compile_search(double, settings, attention_weights=False)(
         tf.constant(SOURCES)
     )
     assert plain.weights is None
@@ -245,7 +247,7 @@ def test_a_search_without_weights_finds_the_same_hypotheses(beam_size):
             tokens = hypothesis(plain, b, i)
             log_probs, _ = double.numpy_steps(source, tokens)
             np.testing.assert_allclose(plain.log_probs[b, i], log_probs.sum(), rtol=1e-5)
-    with_weights = decoding.compile_search(double, **settings)(tf.constant(SOURCES))
+    with_weights = decoding.compile_search(double, settings)(tf.constant(SOURCES))
     np.testing.assert_array_equal(plain.token_ids, with_weights.token_ids)
     np.testing.assert_array_equal(plain.scores, with_weights.scores)
 
@@ -253,7 +255,7 @@ def test_a_search_without_weights_finds_the_same_hypotheses(beam_size):
 def test_greedy_matches_a_numpy_argmax_loop():
     double = HistoryDecoder(seed=5)
     result = decoding.greedy_search(
-        double, tf.constant(SOURCES), max_length_ratio=0.0, max_length_offset=6
+        double, tf.constant(SOURCES), SearchConfig(max_length_ratio=0.0, max_length_offset=6)
     )
     for b, source in enumerate(SOURCES):
         tokens = []
@@ -266,9 +268,9 @@ def test_greedy_matches_a_numpy_argmax_loop():
 @pytest.mark.parametrize("beam_size", [1, 3])
 def test_a_sentence_alone_and_in_a_batch_gives_the_same_result(beam_size):
     double = HistoryDecoder(seed=6)
-    search = decoding.compile_search(
-        double, beam_size=beam_size, max_length_ratio=1.0, max_length_offset=2
-    )
+    search = decoding.compile_search(double, SearchConfig(
+        beam_size=beam_size, n_best=None, max_length_ratio=1.0, max_length_offset=2
+    ))
     batch = search(tf.constant(SOURCES))
     for b, source in enumerate(SOURCES):
         length = int(np.sum(np.array(source) != 0))
@@ -290,32 +292,35 @@ def test_search_stops_when_every_hypothesis_has_finished():
         [[t, p, END] for t in range(NUM_TABLES) for p in range(VOCAB_SIZE)],
         tf.fill([NUM_TABLES * VOCAB_SIZE], 50.0),
     )
-    result = decoding.compile_search(double, beam_size=3, max_length_offset=40)(
-        tf.constant(SOURCES)
-    )
+    result = decoding.compile_search(
+        double, SearchConfig(beam_size=3, n_best=None, max_length_offset=40)
+    )(tf.constant(SOURCES))
     # The best hypotheses are [eos]; the others end one word later.
     assert result.token_ids.shape[2] == 2
     np.testing.assert_array_equal(result.lengths[:, 0], 1)
 
 
-def test_invalid_settings_are_rejected_with_the_value():
+def test_a_search_returns_the_n_best_of_its_settings_and_greedy_keeps_one():
     double = HistoryDecoder()
-    with pytest.raises(ValueError, match="beam_size=0"):
-        decoding.compile_search(double, beam_size=0)
-    with pytest.raises(ValueError, match="n_best=5"):
-        decoding.compile_search(double, beam_size=4, n_best=5)
-    with pytest.raises(ValueError, match="max_length_offset=0"):
-        decoding.compile_search(double, max_length_offset=0)
+    sources = tf.constant(SOURCES)
+    # SearchConfig's rule: n_best is 1 unless set, whatever the beam; None is the beam.
+    for n_best, returned in (("unset", 1), (None, 4), (2, 2)):
+        settings = SearchConfig(beam_size=4, **({} if n_best == "unset" else {"n_best": n_best}))
+        assert settings.returned == returned
+        result = decoding.compile_search(double, settings)(sources)
+        assert result.token_ids.shape[1] == returned
+    with pytest.raises(ValueError, match="beam_size=4"):
+        decoding.greedy_search(double, sources, SearchConfig(beam_size=4))
 
 
 @pytest.mark.parametrize("alpha", [0.0, 0.6])
 def test_a_sentence_settles_once_its_n_best_cannot_change(alpha):
     double = HistoryDecoder(seed=8)
     sources = tf.constant(SOURCES)
-    settings = dict(alpha=alpha, max_length_ratio=0.0, max_length_offset=12)
-    whole_beam = decoding.beam_search(double, sources, beam_size=4, **settings)
+    settings = dict(beam_size=4, alpha=alpha, max_length_ratio=0.0, max_length_offset=12)
+    whole_beam = decoding.beam_search(double, sources, SearchConfig(n_best=None, **settings))
     for n_best in (1, 2):
-        early = decoding.beam_search(double, sources, beam_size=4, n_best=n_best, **settings)
+        early = decoding.beam_search(double, sources, SearchConfig(n_best=n_best, **settings))
         # The n best are those of the search that ran until every hypothesis ended ...
         steps = early.token_ids.shape[2]
         np.testing.assert_array_equal(early.token_ids, whole_beam.token_ids[:, :n_best, :steps])

@@ -8,6 +8,7 @@ import tensorflow as tf
 from attncli.search import decoding
 from attncli.model.encoder_decoder import Seq2Seq
 from attncli.config.model import ModelConfig
+from attncli.config.search import SearchConfig
 from attncli.data.vocabulary import PAD, START
 
 CONFIGS = {
@@ -53,13 +54,17 @@ def model(request):
     return make_model(request.param)
 
 
-SETTINGS = dict(alpha=0.6, max_length_ratio=1.0, max_length_offset=3)
+def searching(beam_size):
+    """The search of these tests: a beam of `beam_size`, every hypothesis of it returned."""
+    return SearchConfig(
+        beam_size=beam_size, n_best=None, alpha=0.6, max_length_ratio=1.0, max_length_offset=3
+    )
 
 
 @pytest.mark.parametrize("beam_size", [1, 3])
 def test_search_agrees_with_teacher_forcing(model, beam_size):
     sources = padded(SOURCES)
-    result = decoding.compile_search(model, beam_size=beam_size, **SETTINGS)(sources)
+    result = decoding.compile_search(model, searching(beam_size))(sources)
     n = result.token_ids.shape[1]
     for i in range(n):
         tokens = result.token_ids[:, i, :]
@@ -82,8 +87,8 @@ def test_search_agrees_with_teacher_forcing(model, beam_size):
 
 def test_beam_of_one_equals_greedy_on_the_model(model):
     sources = padded(SOURCES)
-    greedy = decoding.compile_search(model, beam_size=1, **SETTINGS)(sources)
-    beam = decoding.beam_search(model, sources, beam_size=1, **SETTINGS)
+    greedy = decoding.compile_search(model, searching(1))(sources)
+    beam = decoding.beam_search(model, sources, searching(1))
     np.testing.assert_array_equal(greedy.token_ids, beam.token_ids)
     np.testing.assert_allclose(greedy.scores, beam.scores, rtol=1e-5)
     np.testing.assert_allclose(greedy.weights, beam.weights, atol=1e-6)
@@ -91,7 +96,7 @@ def test_beam_of_one_equals_greedy_on_the_model(model):
 
 @pytest.mark.parametrize("beam_size", [1, 4])
 def test_a_sentence_alone_and_in_a_batch_gives_the_same_result(model, beam_size):
-    search = decoding.compile_search(model, beam_size=beam_size, **SETTINGS)
+    search = decoding.compile_search(model, searching(beam_size))
     batch = search(padded(SOURCES))
     for b, source in enumerate(SOURCES):
         alone = search(tf.constant([source]))

@@ -11,7 +11,7 @@ import tensorflow as tf
 from attncli.search import decoding
 from attncli.search.ensemble import Ensemble
 from attncli.data.vocabulary import PAD, START
-from test_decoding_model import SOURCES, SETTINGS, make_model, padded
+from test_decoding_model import SOURCES, make_model, padded, searching
 from attncli_runs import attncli, run, succeeds, trained  # noqa: F401 (fixtures)
 
 # Members of different kinds: their states and memories differ in structure, and the
@@ -50,7 +50,7 @@ def mean_distribution(log_probs):
 @pytest.mark.parametrize("beam_size", [1, 3])
 def test_the_ensemble_emits_from_the_mean_of_its_members(members, beam_size):
     sources = padded(SOURCES)
-    result = decoding.compile_search(Ensemble(members), beam_size=beam_size, **SETTINGS)(sources)
+    result = decoding.compile_search(Ensemble(members), searching(beam_size))(sources)
     for i in range(result.token_ids.shape[1]):
         tokens = result.token_ids[:, i, :]
         log_probs, weights = teacher_forced(members, sources, tokens)
@@ -72,7 +72,7 @@ def test_the_mean_is_not_one_member_alone(members):
     # The check above must be able to fail: here the members disagree somewhere, so
     # neither member's own distribution is the ensemble's.
     sources = padded(SOURCES)
-    result = decoding.greedy_search(Ensemble(members), sources, **SETTINGS)
+    result = decoding.greedy_search(Ensemble(members), sources, searching(1))
     log_probs, _ = teacher_forced(members, sources, result.token_ids[:, 0, :])
     ensemble = mean_distribution(log_probs)
     finite = np.isfinite(ensemble)
@@ -84,10 +84,8 @@ def test_the_mean_is_not_one_member_alone(members):
 def test_a_model_with_itself_translates_as_it_does_alone(beam_size):
     model = make_model("transformer-pre")
     sources = padded(SOURCES)
-    alone = decoding.compile_search(model, beam_size=beam_size, **SETTINGS)(sources)
-    twice = decoding.compile_search(Ensemble([model, model]), beam_size=beam_size, **SETTINGS)(
-        sources
-    )
+    alone = decoding.compile_search(model, searching(beam_size))(sources)
+    twice = decoding.compile_search(Ensemble([model, model]), searching(beam_size))(sources)
     np.testing.assert_array_equal(alone.token_ids, twice.token_ids)
     np.testing.assert_allclose(alone.scores, twice.scores, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(alone.weights, twice.weights, atol=1e-6)
@@ -95,7 +93,7 @@ def test_a_model_with_itself_translates_as_it_does_alone(beam_size):
 
 @pytest.mark.parametrize("beam_size", [1, 4])
 def test_a_sentence_alone_and_in_a_batch_gives_the_same_result(members, beam_size):
-    search = decoding.compile_search(Ensemble(members), beam_size=beam_size, **SETTINGS)
+    search = decoding.compile_search(Ensemble(members), searching(beam_size))
     batch = search(padded(SOURCES))
     for b, source in enumerate(SOURCES):
         alone = search(tf.constant([source]))

@@ -13,6 +13,7 @@ from attncli.data.readers import read_tsv
 from attncli.search.decoding import compile_search
 from attncli.model.encoder_decoder import Seq2Seq
 from attncli.config.model import ModelConfig
+from attncli.config.search import SearchConfig
 from attncli.data.pipeline import make_dataset
 from attncli.data.tokenization import TUTORIAL_NORMALIZATION, Tokenizer
 from attncli.training.steps import (
@@ -307,8 +308,8 @@ def test_overfits_real_pairs_until_greedy_and_beam_reproduce_every_target(option
     config = TrainingConfig(learning_rate=5e-3, label_smoothing=0.0)
     train_step = make_train_step(model, make_optimizer(config), config)
 
-    searches = {"greedy": compile_search(model, beam_size=1),
-                "beam 4": compile_search(model, beam_size=4)}
+    searches = {"greedy": compile_search(model, SearchConfig(beam_size=1)),
+                "beam 4": compile_search(model, SearchConfig(beam_size=4, n_best=None))}
 
     def not_reproduced():
         """What does not yet give back every target: teacher forcing, or a search."""

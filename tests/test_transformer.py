@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 from numpy_transformer import decoder_block, encoder_block
+from test_decoding_model import searching
 
 from attncli.config.model import ModelConfig
 from attncli.model.encoder_decoder import Seq2Seq
@@ -133,16 +134,13 @@ def test_the_hybrid_decoder_starts_from_the_mean_of_the_encoder_outputs():
     np.testing.assert_allclose(state, np.tanh(expected @ kernel + bias), rtol=1e-5, atol=1e-5)
 
 
-SETTINGS = dict(alpha=0.6, max_length_ratio=1.0, max_length_offset=3)
-
-
 @pytest.mark.parametrize("beam_size", [1, 3])
 def test_the_cached_search_equals_the_search_that_recomputes_the_prefix(beam_size):
     model = make_model("transformer-post-learned")
-    cached = decoding.compile_search(model, beam_size=beam_size, **SETTINGS)(SOURCES)
-    recomputed = decoding.compile_search(
-        PrefixRecomputingModel(model), beam_size=beam_size, **SETTINGS
-    )(SOURCES)
+    cached = decoding.compile_search(model, searching(beam_size))(SOURCES)
+    recomputed = decoding.compile_search(PrefixRecomputingModel(model), searching(beam_size))(
+        SOURCES
+    )
     np.testing.assert_array_equal(cached.token_ids, recomputed.token_ids)
     np.testing.assert_allclose(cached.scores, recomputed.scores, rtol=1e-5)
     np.testing.assert_allclose(cached.weights, recomputed.weights, atol=1e-6)

@@ -11,6 +11,7 @@ import tensorflow as tf
 from spa_eng_parts import spa_eng_pairs
 
 from attncli.config.model import ModelConfig
+from attncli.config.search import SearchConfig
 from attncli.config.training import TrainingConfig
 from attncli.data.tokenization import TUTORIAL_NORMALIZATION, Tokenizer
 from attncli.data.vocabulary import END, START
@@ -68,8 +69,8 @@ def test_greedy_and_beam_give_back_every_learned_target(name):
     ))
     config = TrainingConfig(learning_rate=3e-3, label_smoothing=0.0, clip_norm=1.0)
     train_step = make_train_step(model, make_optimizer(config), config)
-    greedy = decoding.compile_search(model, beam_size=1, max_length_offset=5)
-    beam = decoding.compile_search(model, beam_size=3, n_best=1, max_length_offset=5)
+    greedy = decoding.compile_search(model, SearchConfig(beam_size=1, max_length_offset=5))
+    beam = decoding.compile_search(model, SearchConfig(beam_size=3, max_length_offset=5))
 
     def emitted(result):
         return [row[:length].tolist() for row, length in

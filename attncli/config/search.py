@@ -14,7 +14,8 @@ class SearchConfig:
             (Wu et al. 2016); hypotheses are ranked by `log P(Y | X) / lp(Y)`, and `0`
             ranks by `log P` alone. Defaults to 0.6.
         n_best: int in `[1, beam_size]`, hypotheses returned per sentence, or None for
-            `beam_size`. Defaults to 1.
+            `beam_size` (see `returned`). Defaults to 1, whatever the beam: a larger
+            beam searches wider and still returns the best hypothesis alone.
         max_length_ratio: float >= 0; a sentence's translation has at most
             `ceil(max_length_ratio * source_length) + max_length_offset` tokens.
             Defaults to 2.0.
@@ -30,7 +31,7 @@ class SearchConfig:
     def __post_init__(self):
         if self.beam_size < 1:
             raise ValueError(f"beam_size must be >= 1. Received: beam_size={self.beam_size}")
-        n_best = self.beam_size if self.n_best is None else self.n_best
+        n_best = self.returned
         if not 1 <= n_best <= self.beam_size:
             raise ValueError(
                 f"n_best must be in [1, beam_size={self.beam_size}]. Received: n_best={n_best}"
@@ -48,6 +49,11 @@ class SearchConfig:
                 f"Received: max_length_offset={self.max_length_offset}"
             )
 
+    @property
+    def returned(self):
+        """The number of hypotheses returned per sentence: `n_best`, or `beam_size` if None."""
+        return self.beam_size if self.n_best is None else self.n_best
+
     def to_dict(self):
-        """The plain dict of every field: `compile_search(model, **config.to_dict())`."""
+        """The plain dict of every field, as the `decoding` section of a run stores it."""
         return dataclasses.asdict(self)

@@ -32,11 +32,11 @@ import math
 
 import tensorflow as tf
 
+from attncli.config.search import SearchConfig
 from attncli.data.vocabulary import END, PAD, START
 from attncli.search.growing_state import make_room
 from attncli.search.search_steps import (  # noqa: F401 (re-exported)
     Hypotheses,
-    check_settings,
     decode_unfinished,
     length_penalty,
     max_target_lengths,
@@ -46,36 +46,31 @@ from attncli.search.search_steps import (  # noqa: F401 (re-exported)
 )
 
 
-def greedy_search(
-    model,
-    source_ids,
-    *,
-    alpha=0.6,
-    max_length_ratio=2.0,
-    max_length_offset=10,
-    attention_weights=True,
-):
+def greedy_search(model, source_ids, search=SearchConfig(), *, attention_weights=True):
     """Translate a batch by emitting the most probable token at every step.
 
     Args:
         model: an encoder-decoder with `encode` and `decode_step` (see the module).
         source_ids: int32 `(batch_size, Ts)`, padded with 0.
-        alpha: the length penalty's exponent, used for `scores` only (greedy search
-            does not rank hypotheses). Defaults to `0.6`.
-        max_length_ratio: float >= 0, maximum target length per source token.
-            Defaults to `2.0`.
-        max_length_offset: int >= 1, added to the maximum target length. Defaults to
-            `10`.
+        search: a `SearchConfig` with `beam_size` 1: its `alpha` is used for `scores`
+            only (greedy search does not rank hypotheses), its `max_length_ratio` and
+            `max_length_offset` bound each sentence. Defaults to `SearchConfig()`.
         attention_weights: bool, keep each step's attention weights (`weights` of the
             result; None otherwise). Defaults to True.
 
     Returns:
         `Hypotheses` with `n = 1`.
     """
-    check_settings(max_length_ratio, max_length_offset, alpha=alpha)
+    if search.beam_size != 1:
+        raise ValueError(
+            f"greedy search keeps one hypothesis. Received: beam_size={search.beam_size}"
+        )
+    alpha = search.alpha
     source_ids = tf.convert_to_tensor(source_ids, tf.int32)
     batch_size = tf.shape(source_ids)[0]
-    max_lengths = max_target_lengths(source_ids, max_length_ratio, max_length_offset)
+    max_lengths = max_target_lengths(
+        source_ids, search.max_length_ratio, search.max_length_offset
+    )
     memory, initial_state = model.encode(source_ids, training=False)
     initial_state = make_room(model, initial_state, tf.reduce_max(max_lengths))
 
@@ -129,17 +124,7 @@ def greedy_search(
     )
 
 
-def beam_search(
-    model,
-    source_ids,
-    *,
-    beam_size=4,
-    alpha=0.6,
-    n_best=None,
-    max_length_ratio=2.0,
-    max_length_offset=10,
-    attention_weights=True,
-):
+def beam_search(model, source_ids, search, *, attention_weights=True):
     """Translate a batch keeping the `beam_size` best hypotheses of each sentence.
 
     Every step extends each unfinished hypothesis by every token, and keeps the
@@ -159,27 +144,21 @@ def beam_search(
     Args:
         model: an encoder-decoder with `encode` and `decode_step` (see the module).
         source_ids: int32 `(batch_size, Ts)`, padded with 0.
-        beam_size: int >= 1. Defaults to `4`. `beam_size=1` gives exactly the tokens of
-            `greedy_search`.
-        alpha: the length penalty's exponent; `0` ranks by `log P` alone. Defaults to
-            `0.6` (Wu et al. 2016 found 0.6 to 0.7 best).
-        n_best: int in `[1, beam_size]`, how many hypotheses to return per sentence;
-            fewer settle sooner. Defaults to `beam_size`.
-        max_length_ratio: float >= 0, maximum target length per source token.
-            Defaults to `2.0`.
-        max_length_offset: int >= 1, added to the maximum target length. Defaults to
-            `10`.
+        search: a `SearchConfig`: `beam_size` (1 gives exactly the tokens of
+            `greedy_search`), the length penalty's `alpha` (Wu et al. 2016 found 0.6 to
+            0.7 best), `n_best` (fewer settle sooner) and the maximum lengths.
         attention_weights: bool, keep each step's attention weights (`weights` of the
             result; None otherwise). Defaults to True.
 
     Returns:
-        `Hypotheses` with `n = n_best`, best first.
+        `Hypotheses` with `n = search.returned` (`n_best`), best first.
     """
-    n_best = beam_size if n_best is None else n_best
-    check_settings(max_length_ratio, max_length_offset, beam_size, n_best, alpha)
+    beam_size, alpha, n_best = search.beam_size, search.alpha, search.returned
     source_ids = tf.convert_to_tensor(source_ids, tf.int32)
     batch_size = tf.shape(source_ids)[0]
-    max_lengths = max_target_lengths(source_ids, max_length_ratio, max_length_offset)
+    max_lengths = max_target_lengths(
+        source_ids, search.max_length_ratio, search.max_length_offset
+    )
     memory, initial_state = model.encode(source_ids, training=False)
     initial_state = make_room(model, initial_state, tf.reduce_max(max_lengths))
 
@@ -334,53 +313,25 @@ def _follow_back_pointers(final_beams, tokens, parents, weights):
     return tf.transpose(token_ids, [1, 2, 0]), weights
 
 
-def compile_search(
-    model,
-    *,
-    beam_size=1,
-    alpha=0.6,
-    n_best=None,
-    max_length_ratio=2.0,
-    max_length_offset=10,
-    attention_weights=True,
-):
+def compile_search(model, search, *, attention_weights=True):
     """The search as one `tf.function` from `source_ids` to `Hypotheses`, traced once.
 
-    `beam_size=1` runs `greedy_search` (then `n_best` must be 1 or None), larger beams
-    run `beam_search`. The function takes int32 `(batch_size, Ts)` of any size without
-    retracing. Arguments as in `beam_search`.
+    Args:
+        model: an encoder-decoder with `encode` and `decode_step` (see the module).
+        search: a `SearchConfig`; `beam_size` 1 runs `greedy_search`, larger beams
+            run `beam_search`.
+        attention_weights: bool, keep each step's attention weights. Defaults to True.
+
+    The function takes int32 `(batch_size, Ts)` of any size without retracing.
 
     The searches loop with `tf.while_loop` and branch on Python values only, so they
     are traced without AutoGraph: converting the model's code took four fifths of the
     trace (4.9 s of CPU of a one-sentence `attncli translate`, 0.85 s without).
     """
-    n_best = beam_size if n_best is None else n_best
-    check_settings(max_length_ratio, max_length_offset, beam_size, n_best, alpha)
-    if beam_size == 1:
+    chosen = greedy_search if search.beam_size == 1 else beam_search
 
-        def run(source_ids):
-            return greedy_search(
-                model,
-                source_ids,
-                alpha=alpha,
-                max_length_ratio=max_length_ratio,
-                max_length_offset=max_length_offset,
-                attention_weights=attention_weights,
-            )
-
-    else:
-
-        def run(source_ids):
-            return beam_search(
-                model,
-                source_ids,
-                beam_size=beam_size,
-                alpha=alpha,
-                n_best=n_best,
-                max_length_ratio=max_length_ratio,
-                max_length_offset=max_length_offset,
-                attention_weights=attention_weights,
-            )
+    def run(source_ids):
+        return chosen(model, source_ids, search, attention_weights=attention_weights)
 
     return tf.function(
         run, input_signature=[tf.TensorSpec([None, None], tf.int32)], autograph=False

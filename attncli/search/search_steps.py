@@ -11,8 +11,8 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
-from attncli.config.search import SearchConfig
 from attncli.data.vocabulary import PAD, START
+
 
 class Hypotheses(NamedTuple):
     """The n best hypotheses of each sentence, best first.
@@ -84,11 +84,6 @@ def top_next_tokens(logits, k):
     logits = _emittable(logits)
     values, ids = tf.math.top_k(logits, k)
     return values - tf.reduce_logsumexp(logits, axis=-1, keepdims=True), ids
-
-
-def check_settings(max_length_ratio, max_length_offset, beam_size=1, n_best=1, alpha=0.0):
-    """Raises ValueError naming the first bad setting (the checks of `SearchConfig`)."""
-    SearchConfig(beam_size, alpha, n_best, max_length_ratio, max_length_offset)
 
 
 def same_structure(template, tensors):
