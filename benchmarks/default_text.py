@@ -23,6 +23,7 @@ can be `[UNK]` with WordPiece's character fallback).
 """
 
 import argparse
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -31,15 +32,14 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from attncli.config.data import read_splits  # noqa: E402
 from attncli.config.run import load_run_config  # noqa: E402
-from attncli.config.search import SearchConfig  # noqa: E402
 from attncli.data.tokenization import (  # noqa: E402
     SUFFIX_INDICATOR, TUTORIAL_NORMALIZATION, Tokenizer,
 )
 from attncli.data.vocabulary import UNK, UNK_TOKEN  # noqa: E402
-from attncli.model.saving import load_model  # noqa: E402
 from attncli.search.evaluation import (  # noqa: E402
     evaluate_corpus, normalised_references, reference_normaliser, score_outputs,
 )
+from attncli.search.loading import load_model  # noqa: E402
 
 
 def unknowns(texts, tokenizer):
@@ -87,8 +87,7 @@ def main():
     beam = args.beam if args.beam is not None else config.training.eval_beam_size
     valid = read_splits(config.data, args.data).valid
     loaded = load_model(args.run / "model")
-    search = SearchConfig(**{**loaded.metadata.get("decoding", {}), "beam_size": beam,
-                             "n_best": 1})
+    search = dataclasses.replace(loaded.search, beam_size=beam, n_best=1)
     translator = loaded.translator(search, attention_weights=False)
 
     cased, outputs = evaluate_corpus(translator, valid, config.data.task, count=count)

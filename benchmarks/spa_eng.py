@@ -153,8 +153,8 @@ def score_attncli_greedy(run_dir, data_dir):
     from attncli.config.data import read_splits
     from attncli.config.run import load_run_config
     from attncli.config.search import SearchConfig
-    from attncli.model.saving import load_model
     from attncli.search.evaluation import evaluate_corpus, reference_normaliser
+    from attncli.search.loading import load_model
     from benchmarks.tutorial_model import MAX_LENGTH
 
     config = load_run_config(Path(run_dir) / "config.yaml")

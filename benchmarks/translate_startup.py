@@ -49,7 +49,7 @@ def main():
 
     stage("import keras")
     from attncli.config.search import SearchConfig
-    from attncli.model.saving import load_model
+    from attncli.search.loading import load_model
 
     loaded = load_model(args.model)
     stage("load the model and tokenizers")

@@ -10,7 +10,7 @@ import pytest
 from recorder import Recorder
 
 from attncli.config.run import load_run_config
-from attncli.model.saving import load_model
+from attncli.search.loading import load_model
 from attncli.training.run_directory import RunDirectory
 
 REPO = Path(__file__).resolve().parents[1]

@@ -12,6 +12,7 @@ from attncli.cli import inspect_self_attention
 from attncli.cli.app import app
 from attncli.config.search import SearchConfig
 from attncli.model import saving
+from attncli.search.loading import LoadedModel
 
 TRANSFORMER = dict(encoder="self-attention", decoder="self-attention", encoder_layers=2,
                    decoder_layers=2, heads=2, norm="pre", score="scaled_dot")
@@ -22,7 +23,7 @@ runner = CliRunner()
 @pytest.fixture(scope="module")
 def translated():
     model, source_tokenizer, target_tokenizer = model_and_tokenizers(**TRANSFORMER)
-    loaded = saving.LoadedModel(model, source_tokenizer, target_tokenizer, False, {})
+    loaded = LoadedModel(model, source_tokenizer, target_tokenizer, False, {})
     translator = loaded.translator(SearchConfig(beam_size=3, n_best=1, max_length_offset=4))
     [translation] = translator.translate([TEXT])
     return loaded, translator, translation, translation.hypotheses[0]

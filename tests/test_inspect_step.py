@@ -79,14 +79,12 @@ def assert_short_vector(printed, vector):
 
 
 def test_step_table_prints_the_models_attention_at_that_step(run):
-    from attncli.config.search import SearchConfig
     from attncli.data.vocabulary import START
-    from attncli.model.saving import load_model
+    from attncli.search.loading import load_model
 
     # The hypothesis the command walks along: the run's own search, greedy.
     loaded = load_model(run / "model")
-    search = SearchConfig(**loaded.metadata.get("decoding", {}))
-    translator = loaded.translator(dataclasses.replace(search, beam_size=1, n_best=1))
+    translator = loaded.translator(dataclasses.replace(loaded.search, beam_size=1, n_best=1))
     [translation] = translator.translate([TEXT])
     tokens = list(translation.hypotheses[0].tokens)
     step = min(3, len(tokens))

@@ -7,11 +7,16 @@ import subprocess
 import sys
 
 import pytest
+from cli_errors import one_line_error
+from typer.testing import CliRunner
 
 from spa_eng_parts import REPO, SENTENCES, model_and_tokenizers
 
-from attncli.model import saving
+from attncli.cli.app import app
+from attncli.config.schema import ConfigError
 from attncli.config.search import SearchConfig
+from attncli.model import saving
+from attncli.search.loading import load_model
 from attncli.search.translation import Translator
 
 BEAM = SearchConfig(beam_size=3, n_best=3, max_length_ratio=1.0, max_length_offset=4)
@@ -49,9 +54,9 @@ def summary(translations):
 
 LOAD_AND_TRANSLATE = """
 import json, sys
-from attncli.model import saving
 from attncli.config.search import SearchConfig
-loaded = saving.load_model(sys.argv[1])
+from attncli.search.loading import load_model
+loaded = load_model(sys.argv[1])
 results = {}
 for name, settings in json.loads(sys.argv[2]).items():
     translations = loaded.translator(SearchConfig(**settings)).translate(json.loads(sys.argv[3]))
@@ -98,7 +103,7 @@ def test_saving_over_a_model_replaces_it_whole(parts, tmp_path):
     (directory / "stale.txt").write_text("from an older save")
     saving.save_model(directory, model, source_tokenizer, target_tokenizer, metadata={"run": 2})
     assert not (directory / "stale.txt").exists()
-    assert saving.load_model(directory).metadata == {"run": 2}
+    assert load_model(directory).metadata == {"run": 2}
     assert [path.name for path in tmp_path.iterdir()] == ["model"]
 
 
@@ -117,10 +122,41 @@ def test_a_failed_save_leaves_the_previous_model_untouched(parts, tmp_path):
 
 def test_loading_what_is_not_a_model_is_a_one_line_error(tmp_path):
     with pytest.raises(saving.ModelFileError, match="no config.json") as missing:
-        saving.load_model(tmp_path / "nowhere")
+        load_model(tmp_path / "nowhere")
     (tmp_path / "config.json").write_text(json.dumps({"format": "something else"}))
     with pytest.raises(saving.ModelFileError, match="not an attncli model") as other:
-        saving.load_model(tmp_path)
+        load_model(tmp_path)
     for error in (missing, other):
         assert "\n" not in str(error.value)
 
+
+
+def test_the_runs_search_is_read_with_the_model(parts, tmp_path):
+    saving.save_model(tmp_path / "model", *parts, metadata={"decoding": BEAM.to_dict()})
+    assert load_model(tmp_path / "model").search == BEAM
+    saving.save_model(tmp_path / "plain", *parts)
+    assert load_model(tmp_path / "plain").search == SearchConfig()
+
+
+# A `decoding` section edited by hand: each is one line naming the file, from the
+# loader and from the commands that read the run's search.
+BAD_DECODING = [
+    ({"beam": 4}, "decoding.beam: unknown key"),
+    ({"beam_size": 0}, "beam_size must be >= 1. Received: beam_size=0"),
+    ({"beam_size": "four"}, "decoding.beam_size must be an integer"),
+]
+
+
+@pytest.mark.parametrize("decoding, message", BAD_DECODING)
+def test_a_bad_decoding_section_is_one_line_naming_the_file(parts, tmp_path, decoding, message):
+    directory = tmp_path / "model"
+    saving.save_model(directory, *parts, metadata={"decoding": decoding})
+    named = f"{directory / 'config.json'}: "
+    with pytest.raises(ConfigError) as error:
+        load_model(directory)
+    assert str(error.value).startswith(named) and message in str(error.value)
+    for command in (["translate", directory, "hola"], ["export", directory, tmp_path / "out"]):
+        result = CliRunner().invoke(app, [str(arg) for arg in command])
+        line = one_line_error(result)
+        assert line.startswith(f"Error: {named}") and message in line
+    assert not (tmp_path / "out").exists()

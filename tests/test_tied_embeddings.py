@@ -24,7 +24,8 @@ from attncli.config.run import load_run_config
 from attncli.data.tokenization import Tokenizer
 from attncli.data.vocabulary import RESERVED_TOKENS, Vocabulary
 from attncli.model.encoder_decoder import Seq2Seq
-from attncli.model.saving import load_model, save_model
+from attncli.model.saving import save_model
+from attncli.search.loading import load_model
 from attncli.training.builder import prepare_tokenizers
 
 TINY = Path(__file__).resolve().parents[1] / "configs" / "tiny-test.yaml"

@@ -14,7 +14,7 @@ from recorder import Recorder
 
 from attncli.config.run import load_run_config
 from attncli.training.run_directory import RunDirectory
-from attncli.model.saving import load_model
+from attncli.search.loading import load_model
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "configs" / "tiny-test.yaml"

@@ -99,15 +99,13 @@ def export(*, run_path, destination, beam, alpha, n_best, samples, console, load
         )
     load_tensorflow()
 
-    from attncli.config.search import SearchConfig
     from attncli.files import new_directory
     from attncli.search import serving
     from attncli.search.ensemble import load_ensemble
 
     loaded = load_ensemble(members)
-    base = SearchConfig(**loaded.metadata.get("decoding", {}))
-    searches = {"greedy": search_config(base, 1, alpha, None),
-                "beam": search_config(base, beam, alpha, n_best)}
+    searches = {"greedy": search_config(loaded.search, 1, alpha, None),
+                "beam": search_config(loaded.search, beam, alpha, n_best)}
     samples = list(samples) or sample_sentences(loaded.source_tokenizer)
     expected = {name: best_texts(loaded.translator(search, attention_weights=False), samples)
                 for name, search in searches.items()}

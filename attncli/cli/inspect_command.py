@@ -270,8 +270,7 @@ def inspect(*, run_path, text, beam, png, step, params, decimals, attention=None
     lines = [text] if text else (read_sentences(input_file) if input_file is not None else [])
     directory = model_directory(run_path)
 
-    from attncli.model.saving import load_model
-    from attncli.config.search import SearchConfig
+    from attncli.search.loading import load_model
 
     loaded = load_model(directory)
     model = loaded.model
@@ -279,8 +278,9 @@ def inspect(*, run_path, text, beam, png, step, params, decimals, attention=None
     if lines:
         # Everything that can be refused is checked before any table is printed.
         # The run's own search (as `translate` uses it), with --beam if given.
-        search = SearchConfig(**loaded.metadata.get("decoding", {}))
-        search = dataclasses.replace(search, beam_size=beam or search.beam_size, n_best=1)
+        search = dataclasses.replace(
+            loaded.search, beam_size=beam or loaded.search.beam_size, n_best=1
+        )
         translator = loaded.translator(search)
         numbers = [number for number, line in enumerate(lines, start=1) if line.strip()]
         translations = translator.translate([lines[number - 1] for number in numbers])

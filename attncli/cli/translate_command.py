@@ -298,7 +298,6 @@ def translate(*, run_path, texts, input_file, beam, alpha, n_best, output_format
         console.print("reading sentences from the terminal, one per line; Ctrl-D ends",
                       highlight=False)
 
-    from attncli.config.search import SearchConfig
     from attncli.search.ensemble import load_ensemble
 
     written, best = 0, []
@@ -307,9 +306,8 @@ def translate(*, run_path, texts, input_file, beam, alpha, n_best, output_format
         levels = loaded.source_tokenizer.level, loaded.target_tokenizer.level
         if replace_unk:
             check_replace_unk(levels[1])
-        base = SearchConfig(**loaded.metadata.get("decoding", {}))
         translator = loaded.translator(
-            search_config(base, beam, alpha, n_best),
+            search_config(loaded.search, beam, alpha, n_best),
             attention_weights=output_format == "json" or alignments or replace_unk,
         )
         quiet = source.interactive or sys.stdout.isatty()

@@ -13,13 +13,13 @@ It is written into a temporary directory beside the destination and moved into p
 with `os.replace` (`attncli.files.replace_directory`), so a reader never sees a
 half-written model.
 
-Its export as a TensorFlow SavedModel, served without attncli, is
-`attncli.search.serving` (`attncli export RUN DIR`).
+It is read back for search by `attncli.search.loading.load_model`; its export as a
+TensorFlow SavedModel, served without attncli, is `attncli.search.serving`
+(`attncli export RUN DIR`).
 """
 
 import json
 from pathlib import Path
-from typing import NamedTuple
 
 from attncli.errors import AttncliError, shown
 from attncli.files import replace_directory
@@ -35,33 +35,6 @@ MODEL_FILES = (CONFIG_FILE, WEIGHTS_FILE, "source.tokenizer.json", "source.vocab
 
 class ModelFileError(AttncliError):
     """A model directory that is missing, incomplete or of another format."""
-
-
-class LoadedModel(NamedTuple):
-    """What `load_model` reads back.
-
-    Attributes:
-        model: the `Seq2Seq`, weights loaded.
-        source_tokenizer, target_tokenizer: `Tokenizer`s with their vocabularies.
-        source_end: whether the model was trained with the end id appended to sources.
-        metadata: the dict given to `save_model` (e.g. the training configuration).
-    """
-
-    model: object
-    source_tokenizer: object
-    target_tokenizer: object
-    source_end: bool
-    metadata: dict
-
-    def translator(self, search=None, attention_weights=True):
-        """A `Translator` for this model with `search` (a `SearchConfig`, greedy if None);
-        `attention_weights=False` leaves the weights out (`Hypothesis.weights` is None)."""
-        from attncli.search.translation import Translator
-
-        return Translator(
-            self.model, self.source_tokenizer, self.target_tokenizer, search, self.source_end,
-            attention_weights=attention_weights,
-        )
 
 
 def save_model(
@@ -93,53 +66,6 @@ def save_model(
         target_tokenizer.save(staging, "target")
 
 
-def load_model(directory):
-    """Reads a directory written by `save_model`.
-
-    Returns:
-        A `LoadedModel`.
-
-    Raises:
-        ModelFileError: when the directory is not a readable attncli model.
-    """
-    from attncli.model.encoder_decoder import Seq2Seq
-    from attncli.data.tokenization import Tokenizer
-
-    directory = Path(directory)
-    config = _read_config(directory / CONFIG_FILE)
-    weights_path = directory / WEIGHTS_FILE
-    if not weights_path.is_file():
-        raise ModelFileError(f"{directory} is incomplete: no {WEIGHTS_FILE}")
-    source_tokenizer = Tokenizer.load(directory, "source")
-    target_tokenizer = Tokenizer.load(directory, "target")
-    model_config = config["model"]
-    for side, tokenizer in (("source", source_tokenizer), ("target", target_tokenizer)):
-        size = getattr(model_config, f"{side}_vocab_size")
-        if len(tokenizer.vocabulary) != size:
-            raise ModelFileError(
-                f"{directory / f'{side}.vocab.txt'} has {len(tokenizer.vocabulary)} tokens "
-                f"where the model has {size}; the model directory is damaged or mixed with "
-                "another's: copy it whole from its run"
-            )
-    model = Seq2Seq(model_config)
-    try:
-        model.load_weights(str(weights_path))
-    except Exception as error:  # noqa: BLE001  h5py and Keras fail in many ways.
-        lines = str(error).strip().splitlines()
-        raise ModelFileError(
-            f"cannot read the weights {weights_path} ({lines[0] if lines else type(error).__name__}"
-            "): the file is damaged or belongs to another model; copy the model directory "
-            "again, or train the run again"
-        ) from None
-    return LoadedModel(
-        model=model,
-        source_tokenizer=source_tokenizer,
-        target_tokenizer=target_tokenizer,
-        source_end=config["source_end"],
-        metadata=config["metadata"],
-    )
-
-
 def saved_metadata(directory):
     """The metadata a model directory was saved with (its epoch and figures), or {}.
 
@@ -153,11 +79,16 @@ def saved_metadata(directory):
     return metadata if isinstance(metadata, dict) else {}
 
 
-def _read_config(path):
-    """The checked contents of a model's `config.json`, its `model` as a `ModelConfig`."""
+def read_model_config(directory):
+    """The checked contents of `directory`'s `config.json`, its `model` as a `ModelConfig`.
+
+    Raises:
+        ModelFileError: when the directory has no readable attncli model configuration.
+    """
     from attncli.config.model import ModelConfig
     from attncli.config.schema import from_mapping
 
+    path = Path(directory) / CONFIG_FILE
     try:
         config = json.loads(path.read_text("utf-8"))
     except FileNotFoundError:

@@ -100,7 +100,7 @@ def load_ensemble(directories):
         AttncliError: when a model reads or writes other tokens than the first
             (naming the model and what differs), or a directory is not a model.
     """
-    from attncli.model.saving import load_model
+    from attncli.search.loading import load_model
 
     directories = list(directories)
     loaded = [load_model(directory) for directory in directories]

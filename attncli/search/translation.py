@@ -93,9 +93,7 @@ class Translator:
         self.target_tokens = tf.constant(target_tokenizer.vocabulary.tokens)
         # Ids to token strings outside the graph, a batch at a time.
         self.target_vocabulary = np.array(target_tokenizer.vocabulary.tokens, dtype=object)
-        self.search = compile_search(
-            model, **self.search_config.to_dict(), attention_weights=attention_weights
-        )
+        self.search = compile_search(model, self.search_config, attention_weights=attention_weights)
         # Traced once (any batch of strings), without AutoGraph, as the search is.
         self.translate_graph = tf.function(
             self._translate_graph, input_signature=[tf.TensorSpec([None], tf.string)],

@@ -19,7 +19,7 @@ import keras
 
 from attncli.data.pipeline import epoch_batches
 from attncli.files import write_json_atomically, write_text_atomically
-from attncli.model.saving import load_model
+from attncli.search.loading import load_model
 from attncli.search.evaluation import evaluate_corpus, reference_normaliser
 from attncli.search.translation import Translator
 from attncli.training.steps import make_eval_step
