@@ -11,6 +11,11 @@ leaves the old file as it was and no temporary file behind.
 temporary directory beside it, every file in it synced, then swapped in.
 `new_directory` writes one the same way but never replaces anything: its destination
 must be absent or empty (an exported SavedModel goes where the user says).
+
+Nothing here writes through a symbolic link: `write_atomically` replaces the link
+itself, and `open_to_append` refuses one (`os.O_NOFOLLOW`). A folder that is a link is
+refused by its owner before anything is written (`first_link`, see
+`attncli.training.run_directory`).
 """
 
 import contextlib
@@ -47,6 +52,48 @@ def write_atomically(path, data):
             os.unlink(temporary)
         raise
     _sync(path.parent)
+
+
+def open_to_append(path):
+    """`open(path, "a", encoding="utf-8")`, refusing a symbolic link at `path`.
+
+    Raises:
+        AttncliError: when `path` is a symbolic link, naming it.
+        OSError: when the file cannot be opened for another reason.
+    """
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW,
+                             0o666)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise link_refused(path) from None
+        raise
+    return os.fdopen(descriptor, "a", encoding="utf-8")
+
+
+def first_link(directory):
+    """The first symbolic link found inside `directory` (walked without following
+    links), or None. `directory` itself may be a link: the user named it."""
+    for folder, folders, files in os.walk(directory):
+        for name in sorted(folders + files):
+            path = Path(folder) / name
+            if path.is_symlink():
+                return path
+    return None
+
+
+def link_refused(path):
+    """The error that refuses to write through the symbolic link `path`."""
+    from attncli.errors import AttncliError, shown
+
+    try:
+        target = f" (to {shown(os.readlink(path))})"
+    except OSError:
+        target = ""
+    return AttncliError(
+        f"{path} is a symbolic link{target}; attncli never writes through a link in a run "
+        "directory: put the file or folder itself there, or remove the link"
+    )
 
 
 def write_text_atomically(path, text):

@@ -7,14 +7,21 @@ no checkpoint at all, and a resumed run would silently start over beside intact
 checkpoints. The checkpoints themselves are the `ckpt-N.index` / `ckpt-N.data-*`
 files: `checkpoint_paths` finds them, and `repair_index` rewrites an index that
 disagrees with them (keeping the damaged one as `checkpoint.damaged`).
+
+The index is a plain text file anyone can write, and the CheckpointManager deletes the
+older checkpoints it lists: an index that names anything but a `ckpt-N` in its own
+directory (`/else/where/precious`, `../ckpt-3`) is damaged as well, so that no path
+from it ever reaches TensorFlow.
 """
 
 import os
 import re
 
+from attncli.errors import shown
 from attncli.files import write_text_atomically
 
 _INDEX_FILE = re.compile(r"ckpt-(\d+)\.index")
+_CHECKPOINT = re.compile(r"ckpt-\d+")
 
 
 def checkpoint_paths(directory):
@@ -37,9 +44,10 @@ def checkpoint_paths(directory):
 def repair_index(directory):
     """Make TensorFlow's index of `directory` name the checkpoints that are there.
 
-    An index that cannot be read, or names a checkpoint without its index file, is
-    renamed `checkpoint.damaged` (`.damaged.2`, ... after earlier repairs) and written again from `checkpoint_paths`, the
-    newest as the latest.
+    An index that cannot be read, names a path outside `directory` (or not a
+    `ckpt-N`), or names a checkpoint without its index file, is renamed
+    `checkpoint.damaged` (`.damaged.2`, ... after earlier repairs) and written again
+    from `checkpoint_paths`, the newest as the latest.
 
     Returns:
         A line saying what was repaired, or None when the index was sound (or there
@@ -85,6 +93,12 @@ def _index_problem(tf, directory):
     if state is None or not state.model_checkpoint_path:
         return "names no checkpoint" if checkpoint_paths(directory) else None
     listed = [state.model_checkpoint_path, *state.all_model_checkpoint_paths]
+    # TensorFlow has joined a relative path to `directory` and kept an absolute one.
+    inside = os.path.abspath(str(directory))
+    for path in listed:
+        full = os.path.abspath(path)
+        if os.path.dirname(full) != inside or not _CHECKPOINT.fullmatch(os.path.basename(full)):
+            return f"names {shown(path)}, which is not a checkpoint of {directory}"
     missing = [path for path in listed if not os.path.exists(f"{path}.index")]
     if missing:
         return f"names {os.path.basename(missing[0])}, which is not there"

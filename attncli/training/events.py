@@ -33,6 +33,7 @@ import tensorflow as tf
 from google.protobuf.message import DecodeError
 
 from attncli.errors import clipped
+from attncli.files import link_refused
 from attncli.search.translation import Translator
 
 TRAIN_EVERY = 10
@@ -192,6 +193,9 @@ class _EventFile:
     """
 
     def __init__(self, directory):
+        for folder in (directory.parent, directory):  # RUN/events, RUN/events/NAME
+            if folder.is_symlink():
+                raise link_refused(folder)  # TensorFlow's writer would write through it
         directory.mkdir(parents=True, exist_ok=True)
         before = set(directory.glob(_PATTERN))
         # The steps the folder holds already (from earlier processes) are not written again.

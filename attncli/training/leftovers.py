@@ -39,7 +39,8 @@ def clear_leftovers(run):
     """
     notes = []
     model_copies = sorted(
-        (path for path in run.path.glob(f".{run.model_dir.name}.*") if path.is_dir()),
+        (path for path in run.path.glob(f".{run.model_dir.name}.*")
+         if path.is_dir() and not path.is_symlink()),
         key=lambda path: (_rank(run, path), path.stat().st_mtime),
     )
     complete = [path for path in model_copies

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from attncli import __version__
 from attncli.errors import AttncliError
-from attncli.files import write_json_atomically
+from attncli.files import first_link, link_refused, open_to_append, write_json_atomically
 from attncli.training.leftovers import clear_leftovers
 from attncli.training.run_lock import LOCK_FILE, lock_run, unlock_run
 
@@ -120,6 +120,10 @@ class RunDirectory:
     def lock(self):
         """Become the one process that writes this run, until this process ends.
 
+        A run that holds a symbolic link anywhere inside is refused first: attncli
+        writes, truncates and deletes only what is inside the run directory, and a
+        link would take a write (or a delete) outside it.
+
         Once locked, what a writer killed mid-write left is cleared (an interrupted
         model save is completed first, see `attncli.training.leftovers`); `notes`
         then says what was done.
@@ -128,9 +132,12 @@ class RunDirectory:
             True if the lock was taken now, False if this process already held it.
 
         Raises:
-            AttncliError: when another process writes the run (naming it), or the
-                folder is not writable.
+            AttncliError: when the run holds a symbolic link (naming it), another
+                process writes the run (naming it), or the folder is not writable.
         """
+        link = first_link(self.path)
+        if link is not None:
+            raise link_refused(link)
         taken = lock_run(self.path)
         if taken:
             try:
@@ -190,7 +197,7 @@ class RunDirectory:
 
     def append_metrics(self, record):
         """Append one evaluation record to metrics.jsonl, durably."""
-        with open(self.metrics_path, "a", encoding="utf-8") as stream:
+        with open_to_append(self.metrics_path) as stream:
             stream.write(json.dumps(record, sort_keys=True) + "\n")
             stream.flush()
             os.fsync(stream.fileno())
@@ -210,7 +217,7 @@ class RunDirectory:
     def log(self, message):
         """Append a timestamped line to train.log."""
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-        with open(self.log_path, "a", encoding="utf-8") as stream:
+        with open_to_append(self.log_path) as stream:
             stream.write(f"{stamp} {message}\n")
 
 

@@ -12,6 +12,7 @@ locks RUN. On NFS, Linux maps `flock` onto the server's byte-range locks, so two
 machines are kept apart as well.
 """
 
+import errno
 import fcntl
 import json
 import os
@@ -20,6 +21,7 @@ import time
 from pathlib import Path
 
 from attncli.errors import AttncliError
+from attncli.files import link_refused
 
 LOCK_FILE = ".writer.lock"
 
@@ -48,8 +50,11 @@ def lock_run(directory):
         return False
     path = directory / LOCK_FILE
     try:
-        descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        # Never through a link: it would truncate and overwrite the file it points at.
+        descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise link_refused(path) from None
         raise AttncliError(
             f"cannot write in {directory} ({error.strerror}); choose a writable --run-dir"
         ) from None

@@ -1,0 +1,117 @@
+"""Nothing outside a run directory is ever written, truncated or deleted by `attncli train`.
+
+A run directory can come from someone else (copied, unpacked, shared): a symbolic link
+in it, or a checkpoint index naming files elsewhere, must not turn a training into a
+write or a delete outside it. Real links and real crafted files, through the command
+(`python -m attncli` subprocesses); one tiny run is trained per module, each test works
+on a copy.
+"""
+
+import os
+import shutil
+
+import pytest
+from attncli_runs import (  # noqa: F401  (run and trained are fixtures)
+    TINY, attncli, run, succeeds, trained,
+)
+from cli_errors import one_line_error
+
+
+def snapshot(path):
+    """Every file under `path` (or `path` itself) with its bytes: what must not change."""
+    if path.is_file():
+        return {".": path.read_bytes()}
+    return {
+        str(file.relative_to(path)): file.read_bytes()
+        for file in sorted(path.rglob("*")) if file.is_file()
+    }
+
+
+def link_outside(run, name, outside):
+    """Move `run/name` to `outside/...` and leave a symbolic link to it in its place."""
+    entry = run / name
+    target = outside / name.replace("/", "_")
+    shutil.move(entry, target)
+    os.symlink(target, entry)
+    return entry, target
+
+
+# Every file and folder a run writes (the checkpoint files, names vary, stand for theirs).
+WRITTEN = [
+    ".writer.lock", "train.log", "metrics.jsonl", "config.yaml", "run.json",
+    "source.vocab.txt", "target.vocab.txt", "source.tokenizer.json", "target.tokenizer.json",
+    "test.json", "test.outputs.txt", "checkpoints/checkpoint", "model/config.json",
+    "model/model.weights.h5", "model/target.vocab.txt", "model", "checkpoints", "events",
+    "events/train", "events/valid",
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", WRITTEN)
+def test_a_link_in_a_resumed_run_is_refused_and_its_target_untouched(run, tmp_path, name):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    entry, target = link_outside(run, name, outside)
+    before = snapshot(target)
+    message = one_line_error(attncli("train", "--resume", "--run-dir", run,
+                                     "--set", "training.epochs=2", cwd=tmp_path))
+    assert f"{entry} is a symbolic link (to '" in message
+    assert snapshot(target) == before
+    assert entry.is_symlink()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [".writer.lock", "train.log", "metrics.jsonl", "model",
+                                  "checkpoints", "events"])
+def test_a_link_in_an_overwritten_run_is_refused_and_its_target_untouched(run, tmp_path, name):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    entry, target = link_outside(run, name, outside)
+    before = snapshot(target)
+    message = one_line_error(attncli("train", TINY, "--overwrite", "--run-dir", run,
+                                     cwd=tmp_path))
+    assert f"{entry} is a symbolic link" in message
+    assert snapshot(target) == before
+
+
+@pytest.mark.slow
+def test_a_lock_link_in_a_new_run_directory_is_refused(tmp_path):
+    precious = tmp_path / "precious"
+    precious.write_text("kept\n")
+    directory = tmp_path / "run"
+    directory.mkdir()
+    os.symlink(precious, directory / ".writer.lock")
+    message = one_line_error(attncli("train", TINY, "--run-dir", directory, cwd=tmp_path))
+    assert f"{directory / '.writer.lock'} is a symbolic link" in message
+    assert precious.read_text() == "kept\n"
+
+
+@pytest.mark.slow
+def test_an_index_naming_files_outside_the_run_is_rebuilt_and_they_survive(run, tmp_path):
+    outside = tmp_path / "else" / "where"
+    outside.mkdir(parents=True)
+    precious = {}
+    for name in ("precious.index", "precious.data-00000-of-00001", "ckpt-1.index",
+                 "ckpt-1.data-00000-of-00001"):
+        (outside / name).write_text(f"{name} is not attncli's\n")
+        precious[name] = (outside / name).read_bytes()
+    checkpoints = run / "checkpoints"
+    newest = (checkpoints / "checkpoint").read_text().split('"')[1]
+    # The outside paths come first: the oldest, those a manager keeping 2 deletes first.
+    crafted = (
+        f'model_checkpoint_path: "{newest}"\n'
+        f'all_model_checkpoint_paths: "{outside / "precious"}"\n'
+        f'all_model_checkpoint_paths: "{os.path.relpath(outside / "ckpt-1", checkpoints)}"\n'
+        f'all_model_checkpoint_paths: "{newest}"\n'
+    )
+    (checkpoints / "checkpoint").write_text(crafted)
+    result = succeeds(attncli("train", "--resume", "--run-dir", run,
+                              "--set", "training.epochs=2", cwd=tmp_path))
+    assert "else/where/precious', which is not a checkpoint of" in result.stderr
+    assert "(kept as checkpoint.damaged)" in result.stderr
+    assert f"resuming from {checkpoints / newest}: epoch 2, batch 0" in result.stderr
+    assert {name: (outside / name).read_bytes() for name in precious} == precious
+    assert (checkpoints / "checkpoint.damaged").read_text() == crafted
+    # The rebuilt index, as TensorFlow rewrote it since, names only checkpoints inside.
+    index = (checkpoints / "checkpoint").read_text()
+    assert str(outside) not in index and ".." not in index
