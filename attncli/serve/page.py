@@ -10,6 +10,9 @@ of asking a server.
 
 import json
 from importlib import resources
+from pathlib import Path
+
+from attncli.errors import AttncliError
 
 STYLESHEET = '<link rel="stylesheet" href="static/attention.css">'
 SCRIPT = '<script src="static/attention.js"></script>'
@@ -64,3 +67,54 @@ def page_html(embedded=None):
     page = _inline(page, DATA, f'<script type="application/json" id="attncli-data">{data}'
                                "</script>")
     return _inline(page, SCRIPT, f"<script>\n{script}</script>")
+
+
+def check_html_path(path):
+    """Refuse an `--html FILE` that cannot be written, before the model is loaded: its
+    name ends in .html (or .htm), it is not a folder, and its folder exists or can be
+    made in one step (as `--png-dir DIR` is)."""
+    path = Path(path)
+    if path.suffix.lower() not in (".html", ".htm"):
+        raise AttncliError(f"--html {path}: the page is an HTML file; name it with .html")
+    if path.is_dir():
+        raise AttncliError(f"--html {path} is a folder; give a file name ending in .html")
+    folder = path.parent
+    if folder.exists() and not folder.is_dir():
+        raise AttncliError(f"--html {path}: {folder} is a file, not a folder")
+    if not folder.exists() and not folder.parent.is_dir():
+        raise AttncliError(f"--html {path}: no such folder {folder.parent}")
+    return path
+
+
+def offline_page(view, model, search):
+    """The page of one sentence that works with no server: `view` (a `SentenceView`)
+    with every step of every attention, layer and head (vectors cut to 8 components),
+    the model's name and the `SearchConfig` used."""
+    data = {**view.to_dict(), "steps": view.steps(width=8), "model": model,
+            "search": search.to_dict()}
+    return page_html(_rounded(data))
+
+
+def _rounded(data, digits=6):
+    """`data` with every float cut to `digits` significant digits: the page shows
+    three or four decimals, and the file is half the size."""
+    if isinstance(data, float):
+        return float(f"{data:.{digits}g}")
+    if isinstance(data, dict):
+        return {key: _rounded(value, digits) for key, value in data.items()}
+    if isinstance(data, list):
+        return [_rounded(value, digits) for value in data]
+    return data
+
+
+def write_offline_page(path, view, model, search):
+    """Write `offline_page(...)` to `path` (checked by `check_html_path`), making its
+    folder if it is missing."""
+    path = check_html_path(path)
+    page = offline_page(view, model, search)
+    try:
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(page, encoding="utf-8")
+    except OSError as error:
+        raise AttncliError(f"--html {path}: cannot write it ({error.strerror})") from None
+    return path

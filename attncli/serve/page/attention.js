@@ -63,11 +63,11 @@
   function vector(values, norm, width, shown = 4) {
     const title = `${values.length} of ${width} components: ` +
       values.map((value) => fixed(value, 4)).join(", ") + ` (norm ${fixed(norm, 4)})`;
-    const node = element("span", { className: "vector", title }, "[");
+    const node = element("span", { className: "vector", title },
+      element("span", { className: "open", text: "[" }));
     values.slice(0, shown).forEach((value, k) => node.append(
       element("span", { className: `k${k}`, text: (k > 0 ? ", " : "") + fixed(value) })));
-    node.append(element("span", { className: "more" },
-      element("span", { className: "sep", text: ", " }), "…"), `] ‖${fixed(norm)}‖`);
+    node.append(element("span", { className: "more", text: ", …] " }), `‖${fixed(norm)}‖`);
     return node;
   }
 
@@ -307,16 +307,12 @@
 
   // ---- one step walked ----------------------------------------------------------------
 
-  function stepKeys(attention, layer, head, step) {
-    const heads = head === null ? ["None", "null", "", "1"] : [String(head)];
-    return heads.map((name) => `${attention}/${layer}/${name}/${step}`);
-  }
-
   async function fetchStep(head, step) {
     if (state.offline) {
+      // Keyed "attention/layer/head/step", head 1 for a single-head attention.
       const steps = state.offline.steps || {};
-      const key = stepKeys(state.attention, state.layer, head, step).find((name) => name in steps);
-      if (key === undefined) {
+      const key = `${state.attention}/${state.layer}/${head === null ? 1 : head}/${step}`;
+      if (!(key in steps)) {
         throw new Error(`this file holds no walk of ${state.attention} layer ${state.layer} ` +
           `step ${step}`);
       }
@@ -474,9 +470,19 @@
     byId("results").hidden = false;
   }
 
+  // "model default · beam 5 · alpha 0.6 · n-best 1 · length ≤ 2 × source + 10"
   function settingsText(model, search) {
-    const settings = Object.entries(search || {}).map(([name, value]) => `${name} ${value}`);
-    return [model ? `model ${model}` : null, ...settings].filter(Boolean).join(" · ");
+    const given = search || {};
+    const settings = [model ? `model ${model}` : null];
+    if ("beam_size" in given) {
+      settings.push(given.beam_size === 1 ? "greedy" : `beam ${given.beam_size}`);
+    }
+    if ("alpha" in given) settings.push(`alpha ${given.alpha}`);
+    if (given.n_best !== undefined && given.n_best !== null) settings.push(`n-best ${given.n_best}`);
+    if ("max_length_ratio" in given) {
+      settings.push(`length ≤ ${given.max_length_ratio} × source + ${given.max_length_offset}`);
+    }
+    return settings.filter(Boolean).join(" · ");
   }
 
   // ---- with a server ----------------------------------------------------------------
