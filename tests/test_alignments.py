@@ -12,6 +12,7 @@ from attncli.search.alignments import (
     align,
     align_translation,
     replace_unknown_words,
+    text_words,
     word_weights,
     words,
 )
@@ -96,10 +97,13 @@ def test_replace_unknown_words_copies_the_most_attended_source_word():
     hypothesis = Hypothesis("i saw [UNK] and [UNK].", target, -1.0, weights)
     translation = Translation("Ich sah Zaphod und Trillian.", source, [hypothesis])
     replaced, [alignment] = align_translation(
-        translation, "word", "word", detokenize=lambda tokens: "+".join(tokens))
-    assert replaced.hypotheses[0].text == "i+saw+zaphod+and+trillian+."
+        translation, "word", "word",
+        detokenize=lambda tokens: " ".join(tokens).replace(" .", "."))
+    assert replaced.hypotheses[0].text == "i saw zaphod and trillian."
+    # The words of the text as printed: the full stop is part of the last one.
     assert [w.text for w in alignment.target_words] == [
-        "i", "saw", "zaphod", "and", "trillian", "."]
+        "i", "saw", "zaphod", "and", "trillian."]
+    assert alignment.pharaoh() == "0-0 1-1 2-2 3-3 4-4"
     # Without detokenize the [UNK]s stay.
     kept, _ = align_translation(translation, "word", "word")
     assert kept.hypotheses[0].text == "i saw [UNK] and [UNK]."
@@ -123,3 +127,37 @@ def test_every_target_word_gets_one_link_in_range(level):
     count = len(words(tokens, level))
     assert [j for _, j in alignment.links] == list(range(count))
     assert all(0 <= i < count for i, _ in alignment.links)
+
+
+def test_target_words_are_the_printed_texts_words():
+    # "I'm hungry." detokenized from the word-level tokens I ' m hungry . [END]
+    source = ["tengo", "hambre", ".", "[END]"]
+    target = ["I", "'", "m", "hungry", ".", "[END]"]
+    weights = np.array([
+        # tengo hambre  .     [END]
+        [0.70, 0.10, 0.10, 0.10],  # I    }
+        [0.10, 0.10, 0.70, 0.10],  # '    } I'm: tengo 0.50, . 0.30
+        [0.70, 0.10, 0.10, 0.10],  # m    }
+        [0.10, 0.60, 0.20, 0.10],  # hungry } hungry.: hambre 0.35, . 0.45
+        [0.10, 0.10, 0.70, 0.10],  # .      }
+        [0.00, 0.00, 0.00, 1.00],  # [END]: no word
+    ])
+    alignment = align(source, target, weights, "word", "word", text="I'm hungry.")
+    assert [(w.text, w.positions) for w in alignment.target_words] == [
+        ("I'm", [0, 1, 2]), ("hungry.", [3, 4])]
+    assert alignment.pharaoh() == "0-0 2-1"
+
+
+@pytest.mark.parametrize("level, tokens, text", [
+    ("subword", ["¿", "Dó", "##nde", "está", "?"], "¿Dónde está?"),
+    ("word", ["don", "'", "t", "go", "-", "now", "[UNK]", "!"], "don't go - now [UNK]!"),
+    ("char", ["o", "k", "▁", "y", "e", "s", "."], "ok yes."),
+])
+def test_text_words_hold_the_tokens_that_spell_them(level, tokens, text):
+    found = text_words(text, words(tokens, level))
+    assert [word.text for word in found] == text.split()
+    spelled = [
+        "".join(tokens[position].removeprefix("##") for position in word.positions)
+        for word in found
+    ]
+    assert spelled == text.split()

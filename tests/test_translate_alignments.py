@@ -27,6 +27,19 @@ def links(pharaoh):
     return [tuple(map(int, link.split("-"))) for link in pharaoh.split()]
 
 
+def pieces_of(words, tokens):
+    """The token positions of each word: the tokens, read in order, spell the words."""
+    groups, position = [], 0
+    for word in words:
+        group, spelled = [], ""
+        while spelled != word:
+            spelled += tokens[position]
+            group.append(position)
+            position += 1
+        groups.append(group)
+    return groups
+
+
 def test_alignments_in_every_format_from_a_stream_with_beam_search(run, tmp_path):
     stdin = "\n".join(SENTENCES) + "\n"
     search = ["--beam", "3", "--n-best", "2", "--alignments"]
@@ -36,6 +49,7 @@ def test_alignments_in_every_format_from_a_stream_with_beam_search(run, tmp_path
     text = attncli("translate", run, *search, cwd=tmp_path, stdin=stdin).stdout.split("\n")
     assert len(lines) == len(SENTENCES) and text[-1] == "" and len(text) == len(SENTENCES) + 1
     assert lines[1]["hypotheses"] == [] and lines[1]["source_words"] == [] and text[1] == ""
+    joined = 0
     for line, text_line in zip(lines, text):
         if not line["source"]:
             continue
@@ -44,18 +58,25 @@ def test_alignments_in_every_format_from_a_stream_with_beam_search(run, tmp_path
         fields = text_line.split(" ||| ")
         assert len(fields) == 2 * len(line["hypotheses"]) == 4
         for k, hypothesis in enumerate(line["hypotheses"]):
-            words = [token for token in hypothesis["tokens"] if token != "[END]"]
+            # Target words: the translation's own words, as printed ("hungry." is one).
+            words = hypothesis["text"].split()
             assert hypothesis["words"] == words
             found = links(hypothesis["alignment"])
             # One link per target word, in target order, each to a source word.
             assert [j for _, j in found] == list(range(len(words)))
             assert all(0 <= i < len(line["source_words"]) for i, _ in found)
-            # Each target word's source word is the most attended one.
+            # Each target word's source word is the most attended one, its tokens'
+            # weights averaged.
             weights = np.array(hypothesis["weights"])
+            groups = pieces_of(words, hypothesis["tokens"])
+            joined += sum(len(group) > 1 for group in groups)
             for i, j in found:
-                assert weights[j, i] == weights[j].max()
-            assert fields[2 * k] == " ".join(words)
+                mean = weights[groups[j]].mean(axis=0)
+                assert mean[i] == mean[:len(line["source_words"])].max()
+            # The text is printed as it is without --alignments.
+            assert fields[2 * k] == hypothesis["text"]
             assert fields[2 * k + 1] == hypothesis["alignment"]
+    assert joined, "some printed word should hold several tokens (a word and its full stop)"
 
 
 def test_tsv_has_the_alignment_as_a_fifth_column(run, tmp_path):
@@ -71,6 +92,7 @@ def test_tsv_has_the_alignment_as_a_fifth_column(run, tmp_path):
             assert columns[2:] == ["", "", ""]
         else:
             assert len(links(columns[4])) == len(columns[3].split())
+            assert " ." not in columns[3]  # detokenized, as without --alignments
 
 
 def test_replace_unk_copies_the_most_attended_source_word(run, tmp_path):

@@ -344,8 +344,8 @@ def translate(
     alignments: Annotated[
         bool,
         typer.Option("--alignments", help="Add word alignments i-j (source word i, target "
-                     "word j, 0-based; Pharaoh format) taken from the attention weights; "
-                     "translations are then printed as their space-separated words."),
+                     "word j, 0-based; Pharaoh format) taken from the attention weights; j "
+                     "counts the translation's whitespace-separated words."),
     ] = False,
     replace_unk: Annotated[
         bool,

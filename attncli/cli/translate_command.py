@@ -20,10 +20,10 @@ Formats:
 
 `--alignments` adds each translation's word alignment in the Pharaoh format, `i-j` for
 source word `i` and target word `j`, 0-based (`attncli.search.alignments` states the
-rule), and prints the translation as its words joined by single spaces, the words `j`
-counts (punctuation marks apart, subword pieces glued), as OpenNMT-py's `-report_align`:
+rule), as OpenNMT-py's `-report_align`. The translation is printed as without it; `j`
+counts its whitespace-separated words (`Don't` is one word, `hungry.` another):
 
-    text   WORDS ||| ALIGNMENT (with `--n-best N`: N such pairs, joined by " ||| ")
+    text   TRANSLATION ||| ALIGNMENT (with `--n-best N`: N such pairs, joined by " ||| ")
     tsv    a fifth column, the alignment
     json   `source_words` (the words `i` counts), and `words` and `alignment` in each
            hypothesis
@@ -180,10 +180,6 @@ def translate_lines(translator, lines, batch_size=64):
     return output
 
 
-def _words(alignment):
-    return " ".join(word.text for word in alignment.target_words)
-
-
 def format_line(number, result, output_format, alignments=None):
     """The stdout text of one input line's result (no trailing newline).
 
@@ -194,7 +190,8 @@ def format_line(number, result, output_format, alignments=None):
         if result is None:
             return ""
         if alignments is not None:
-            return " ||| ".join(f"{_words(a)} ||| {a.pharaoh()}" for a in alignments)
+            return " ||| ".join(f"{hypothesis.text} ||| {alignment.pharaoh()}"
+                                for hypothesis, alignment in zip(result.hypotheses, alignments))
         return " ||| ".join(hypothesis.text for hypothesis in result.hypotheses)
     if output_format == "tsv":
         if result is None:
@@ -202,7 +199,7 @@ def format_line(number, result, output_format, alignments=None):
         return "\n".join(
             f"{number}\t{rank}\t{hypothesis.score:.4f}\t" + (
                 hypothesis.text if alignments is None
-                else f"{_words(alignments[rank - 1])}\t{alignments[rank - 1].pharaoh()}"
+                else f"{hypothesis.text}\t{alignments[rank - 1].pharaoh()}"
             )
             for rank, hypothesis in enumerate(result.hypotheses, start=1)
         )

@@ -4,7 +4,9 @@
 word (the Pharaoh format of fast_align and OpenNMT-py's `-report_align`): source word
 `i` and target word `j`, both counted from 0, over WORDS, not over the model's tokens.
 
-Words. A sentence's tokens are grouped into words as its tokenizer made them:
+Words. A translation's words are the whitespace-separated words of its text as printed
+(detokenized: `Don't`, `hungry.`), so `j` counts what a user sees. A source's words,
+and the pieces of each target word, are its tokens grouped as its tokenizer made them:
 
 - `word` level: every token is a word (punctuation marks are words of their own, as the
   tokenizer splits them).
@@ -13,6 +15,9 @@ Words. A sentence's tokens are grouped into words as its tokenizer made them:
 
 `[END]` (and the other reserved tokens but `[UNK]`) belong to no word: the attention of
 the end-of-sentence step and the attention paid to a source's end token are left out.
+A word of the text is made of the tokenizer's words it holds (`Don't` of `Don`, `'`,
+`t`): the detokenizer only removes spaces, so these words, read in order, spell the
+text's words (`text_words`).
 
 The rule. With `W` the attention weights `(target tokens, source tokens)` of one
 translation, target word `j` made of the pieces `T_j` and source word `i` of the pieces
@@ -101,6 +106,31 @@ def words(tokens, level):
     return result
 
 
+def text_words(text, token_words):
+    """The whitespace-separated words of `text`, each with the token positions of the
+    `token_words` (list of `Word`, in order) whose characters it holds.
+
+    The detokenizer only removes spaces, so the token words spell the text's words in
+    order: each token word belongs to the text word in which its first character falls.
+    """
+    spans, end = [], 0
+    for word in text.split():
+        end += len(word)
+        spans.append((word, end))
+    result = [Word(word, []) for word, _ in spans]
+    if not result:
+        return result
+    start, m = 0, 0
+    for token_word in token_words:
+        while m < len(spans) - 1 and start >= spans[m][1]:
+            m += 1
+        result[m].positions.extend(token_word.positions)
+        start += len(token_word.text)
+    # A word the tokens did not reach (were text and tokens to disagree) keeps no
+    # position, and gets no link.
+    return result
+
+
 def word_weights(weights, source_words, target_words):
     """The word-level weights `A` `(len(target_words), len(source_words))` of token
     weights `(target tokens, source tokens)`: summed over each source word's pieces,
@@ -115,11 +145,12 @@ def word_weights(weights, source_words, target_words):
         sums[word.positions, i] = 1.0
     means = np.zeros((len(target_words), weights.shape[0]))
     for j, word in enumerate(target_words):
-        means[j, word.positions] = 1.0 / len(word.positions)
+        if word.positions:
+            means[j, word.positions] = 1.0 / len(word.positions)
     return means @ weights @ sums
 
 
-def align(source_tokens, target_tokens, weights, source_level, target_level):
+def align(source_tokens, target_tokens, weights, source_level, target_level, text=None):
     """The `WordAlignment` of one translation.
 
     Args:
@@ -128,13 +159,18 @@ def align(source_tokens, target_tokens, weights, source_level, target_level):
         weights: array `(len(target_tokens), len(source_tokens))`, the attention over
             the source when each target token was emitted.
         source_level, target_level: the tokenizer levels of the two sides.
+        text: str or None, the translation as printed; its whitespace-separated words
+            are the target words (`text_words`). None: the tokenizer's words.
     """
     source_words = words(source_tokens, source_level)
     target_words = words(target_tokens, target_level)
+    if text is not None:
+        target_words = text_words(text, target_words)
     links = []
     if source_words:
         scores = word_weights(weights, source_words, target_words)
-        links = [(int(np.argmax(row)), j) for j, row in enumerate(scores)]
+        links = [(int(np.argmax(row)), j) for j, row in enumerate(scores)
+                 if target_words[j].positions]
     return WordAlignment(source_words, target_words, links)
 
 
@@ -170,12 +206,16 @@ def align_translation(translation, source_level, target_level, detokenize=None):
     hypotheses, alignments = [], []
     for hypothesis in translation.hypotheses:
         alignment = align(translation.source_tokens, hypothesis.tokens, hypothesis.weights,
-                          source_level, target_level)
+                          source_level, target_level, hypothesis.text)
         if detokenize is not None and UNK_TOKEN in hypothesis.tokens:
-            tokens = replace_unknown_words(hypothesis.tokens, alignment)
+            # Replaced on the tokenizer's words, where an [UNK] is a word of its own.
+            by_token = align(translation.source_tokens, hypothesis.tokens,
+                             hypothesis.weights, source_level, target_level)
+            tokens = replace_unknown_words(hypothesis.tokens, by_token)
             shown = [token for token in tokens if token not in _NOT_WORDS]
             hypothesis = hypothesis._replace(tokens=tokens, text=detokenize(shown))
-            alignment = alignment._replace(target_words=words(tokens, target_level))
+            alignment = align(translation.source_tokens, tokens, hypothesis.weights,
+                              source_level, target_level, hypothesis.text)
         hypotheses.append(hypothesis)
         alignments.append(alignment)
     return translation._replace(hypotheses=hypotheses), alignments
