@@ -135,3 +135,20 @@ def test_png_reports_the_glyphs_no_font_has(tmp_path, monkeypatch):
                                title="我们走 → we go")
     assert missing == ["们", "我", "走"]
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_wide_table_is_cut_into_blocks_that_repeat_the_row_labels():
+    from attncli.cli.tables import column_blocks
+
+    source = [f"word{index}" for index in range(30)]
+    weights = np.full((len(OUTPUT), len(source)), 1 / len(source))
+    console = Console(width=80, file=io.StringIO())
+    blocks = column_blocks(heatmap_table(source, OUTPUT, weights), console)
+    assert len(blocks) > 1
+    shown = []
+    for block in blocks:
+        plain, _ = render(block)
+        assert max(len(line) for line in plain.splitlines()) <= 80
+        assert all(token in plain for token in OUTPUT) and "…" not in plain
+        shown += [column.header.plain for column in block.columns[1:]]
+    assert shown == source

@@ -1,12 +1,14 @@
 """`attncli inspect-weights --input FILE --png-dir DIR`: one picture per sentence, on a copy
 of the small trained run of `tests/fixtures/run-0.1.0`; its bad option values, one line
-and exit code 2; the note naming glyphs no installed font has.
+and exit code 2; the note naming glyphs no installed font has; `--png` into a new folder;
+the tables at 80 columns.
 """
 
 
 import pytest
 from attncli_process import attncli, fixture_run
 from cli_errors import one_line_error
+from rich.cells import cell_len
 from typer.testing import CliRunner
 
 from attncli.cli import fonts
@@ -86,3 +88,43 @@ def test_glyphs_no_font_has_are_named_in_one_note(run, tmp_path, monkeypatch):
     notes = [line for line in result.stderr.splitlines() if line.startswith("note:")]
     assert len(notes) == 1 and "们 我 走" in notes[0]
     assert "Glyph" not in result.stderr  # matplotlib's own warnings, one per glyph, are not shown
+
+
+def test_png_creates_its_missing_folder_as_png_dir_does(run, tmp_path):
+    picture = tmp_path / "pictures" / "hola.png"
+    result = invoke("inspect-weights", run, "--text", "Hola.", "--png", picture)
+    assert result.exit_code == 0, result.output
+    assert picture.read_bytes()[:8] == PNG
+    farther = tmp_path / "x" / "y" / "hola.png"
+    message = one_line_error(invoke("inspect-weights", run, "--text", "Hola.", "--png", farther))
+    assert f"no such folder {tmp_path / 'x'}" in message
+    assert not (tmp_path / "x").exists()
+
+
+LONG = "Ellos no quieren ir a la escuela mañana por la tarde porque tienen mucho frío."
+
+
+def test_wide_tables_are_cut_into_blocks_of_columns_at_80_columns(run):
+    """At 80 columns every source token, output token and weight of the matrix and of
+    the step table is printed: the columns go into blocks that repeat the row labels."""
+    result = CliRunner().invoke(
+        app, ["inspect-weights", str(run), "--text", LONG, "--step", "2", "--decimals", "4"],
+        env={"COLUMNS": "80"},
+    )
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert max(cell_len(line) for line in out.splitlines()) <= 80
+    assert "…]" not in out.replace(", …]", "") and "… " not in out.replace(", … ", "")
+    assert "(continued: " in out
+    table = out[: out.index("output token 2 ")]
+    headers = [cells for line in table.splitlines() if line.startswith("┃")
+               for cells in [[cell.strip() for cell in line.split("┃")[1:-1]]]]
+    source_tokens = [token for cells in headers for token in cells[1:]]
+    rows = {line.split("│")[1].strip() for line in table.splitlines()
+            if line.startswith("│")}
+    # Each block's rows carry the output tokens, and its cells four decimals.
+    assert len(headers) >= 2 and all(cells[0] == "output \\ source" for cells in headers)
+    assert "escuela" in source_tokens and "frío" in source_tokens
+    assert len(rows) >= 2
+    step = out[out.index("output token 2 "):]
+    assert "4. sum" in step and "context [" in step and "1. score" in step

@@ -1,5 +1,5 @@
 """`inspect-weights` on models with self-attention: every attention, layer and head, and
-one query walked through the steps, checked against the model's own sublayer output."""
+one query's step record, checked against the model's own sublayer output."""
 
 import numpy as np
 import pytest
@@ -8,10 +8,10 @@ from typer.testing import CliRunner
 from cli_errors import one_line_error
 from spa_eng_parts import model_and_tokenizers
 
-from attncli.cli import inspect_self_attention
 from attncli.cli.app import app
 from attncli.config.search import SearchConfig
 from attncli.model import saving
+from attncli.search.inspection import inspect_sentence
 from attncli.search.loading import LoadedModel
 
 TRANSFORMER = dict(encoder="self-attention", decoder="self-attention", encoder_layers=2,
@@ -30,47 +30,47 @@ def translated():
 
 
 def test_the_mean_cross_attention_of_the_last_layer_is_what_the_search_kept(translated):
-    selection = inspect_self_attention.select(*translated, "cross", None)
-    shown = inspect_self_attention.matrix(selection, "cross", None, None)
+    view = inspect_sentence(*translated[:3])
+    shown = view.matrix("cross")
     np.testing.assert_allclose(shown.weights, translated[3].weights, rtol=1e-4, atol=1e-6)
-    one_head = inspect_self_attention.matrix(selection, "cross", 1, 2)
-    np.testing.assert_array_equal(one_head.weights, selection.maps[0][0, 1])
+    one_head = view.matrix("cross", 1, 2)
+    np.testing.assert_array_equal(one_head.weights, view.attentions["cross"].layers[0][1])
 
 
 def test_the_decoder_self_attention_is_causal_and_labelled_by_its_inputs(translated):
-    selection = inspect_self_attention.select(*translated, "decoder", 2)
-    shown = inspect_self_attention.matrix(selection, "decoder", 2, 1)
+    shown = inspect_sentence(*translated[:3]).matrix("decoder", 2, 1)
     assert shown.columns[0] == "<start>" and shown.rows == list(translated[3].tokens)
     assert np.all(np.triu(shown.weights, k=1) == 0)
     np.testing.assert_allclose(shown.weights.sum(axis=1), 1.0, rtol=1e-5)
 
 
 @pytest.mark.parametrize("attention, layer", [("encoder", 1), ("decoder", 2), ("cross", 1)])
-def test_the_walked_heads_rebuild_the_attention_sublayer_output(translated, attention, layer):
-    """Each head's walk (its query, keys, values, softmax and sum), concatenated and
+def test_the_steps_of_the_heads_rebuild_the_attention_sublayer_output(translated, attention,
+                                                                      layer):
+    """Each head's step (its query, keys, values, softmax and sum), concatenated and
     multiplied by W_o, must give the attention layer's own output at that query."""
-    loaded = translated[0]
-    selection = inspect_self_attention.select(*translated, attention, layer)
+    view = inspect_sentence(*translated[:3])
     step = 2
-    walks = [inspect_self_attention.step_walk(loaded.model, selection, attention, layer,
-                                              head, step) for head in (1, 2)]
-    for walk in walks:
-        scores = walk["keys"] @ walk["query"] / np.sqrt(walk["key_dim"])
-        visible = walk["weights"] > 0
-        np.testing.assert_allclose(walk["scores"][visible], scores[visible], rtol=1e-4,
+    records = [view.step(attention, layer, head, step) for head in (1, 2)]
+    for record in records:
+        scores = record.keys @ record.query / np.sqrt(len(record.query))
+        visible = np.isfinite(record.scores)
+        np.testing.assert_allclose(record.scores[visible], scores[visible], rtol=1e-4,
                                    atol=1e-5)
         expected = np.exp(scores - scores[visible].max()) * visible
-        np.testing.assert_allclose(walk["weights"], expected / expected.sum(), rtol=1e-4,
+        np.testing.assert_allclose(record.weights, expected / expected.sum(), rtol=1e-4,
                                    atol=1e-6)
-    query_input, key_input, layer_object = inspect_self_attention._block_inputs(
-        loaded.model, selection, attention, layer - 1
-    )
-    mask = None if attention != "cross" else np.asarray(selection.source_ids) != 0
-    output = layer_object.attend(query_input, key_input, key_input, value_mask=mask,
-                                 use_causal_mask=attention == "decoder")
-    heads = np.concatenate([walk["context"] for walk in walks])
-    rebuilt = heads @ np.asarray(layer_object.W_o) + np.asarray(layer_object.b_o)
-    np.testing.assert_allclose(rebuilt, np.asarray(output)[0, step - 1], rtol=1e-4, atol=1e-5)
+    model = translated[0].model
+    blocks = model.encoder.blocks if attention == "encoder" else model.decoder.blocks
+    sublayer = (blocks[layer - 1].cross_attention if attention == "cross"
+                else blocks[layer - 1].self_attention)
+    # The query's own row attends to the keys it may see (a causal one: those up to it).
+    inputs = record.inputs[:step] if attention == "decoder" else record.inputs
+    output = sublayer([record.x[None, None].astype("float32"),
+                       inputs[None].astype("float32")])
+    heads = np.concatenate([record.context for record in records])
+    rebuilt = heads @ np.asarray(sublayer.W_o) + np.asarray(sublayer.b_o)
+    np.testing.assert_allclose(rebuilt, np.asarray(output)[0, 0], rtol=1e-4, atol=1e-5)
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from attncli.cli.translate_command import model_directory, search_config, translate_lines
+from attncli.cli.runs import model_directory
+from attncli.cli.translate_command import search_config, translate_lines
 from attncli.errors import AttncliError, clipped
 from attncli.files import vacant
 
