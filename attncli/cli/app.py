@@ -473,7 +473,7 @@ def export(
     samples: Annotated[
         list[str] | None,
         typer.Option("--sample", metavar="TEXT", help="A sentence for the check (repeatable).",
-                     show_default="words of the source vocabulary"),
+                     show_default="the run's first two validation sentences"),
     ] = None,
     ensemble: Annotated[
         list[Path] | None,

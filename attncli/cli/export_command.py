@@ -14,7 +14,9 @@ The check: a fresh Python (`python -I`: neither the current directory nor PYTHON
 on its path) imports TensorFlow and tensorflow-text only, loads the export, asserts
 that attncli was not imported, and translates the sample sentences with both
 signatures; the translations must equal what `attncli translate` prints for them here.
-What it found goes to stderr; stdout stays empty.
+The sample sentences are `--sample`'s, else the first two of the run's validation split
+(real text, so a subword tokenizer is checked on `##` pieces), else the most frequent
+words of the source vocabulary. What it found goes to stderr; stdout stays empty.
 """
 
 import json
@@ -46,14 +48,44 @@ print(json.dumps(results))
 """
 
 
-def sample_sentences(tokenizer):
-    """Two source sentences from the most frequent words (tokens with a letter or digit)
-    of the vocabulary: the first `SAMPLE_LENGTHS[0]`, then the next `SAMPLE_LENGTHS[1]`."""
+def sample_sentences(tokenizer, run_path=None):
+    """Two source sentences for the check: the first two of the run's validation split
+    when `run_path` is a run whose data can still be read, else made of the most
+    frequent words of the vocabulary (`vocabulary_sentences`)."""
+    sentences = validation_sentences(run_path) if run_path is not None else []
+    return sentences or vocabulary_sentences(tokenizer)
+
+
+def validation_sentences(run_path, count=2):
+    """The first `count` sources of the validation split of the run at `run_path`, or
+    [] when it is no run directory or its data cannot be read."""
+    from attncli.config.data import read_splits
+    from attncli.config.run import load_run_config
+
+    config_path = Path(run_path) / "config.yaml"
+    if not config_path.is_file():
+        return []
+    try:
+        splits = read_splits(load_run_config(config_path).data)
+    except (AttncliError, OSError, ValueError):
+        return []
+    return [source for source in splits.valid.sources if source.strip()][:count]
+
+
+def vocabulary_sentences(tokenizer):
+    """Two source sentences of the most frequent words of the vocabulary: the first
+    `SAMPLE_LENGTHS[0]`, then the next `SAMPLE_LENGTHS[1]`.
+
+    A word is a token with a letter or digit that continues no other (`##`). A subword
+    vocabulary begins with its single characters (`a`, `b`, `0`), which are no test of
+    its tokenizer: its words are its pieces of two characters or more.
+    """
     from attncli.data.tokenization import SUFFIX_INDICATOR
     from attncli.data.vocabulary import RESERVED_TOKENS
 
     words = [token for token in tokenizer.vocabulary.tokens[len(RESERVED_TOKENS):]
-             if not token.startswith(SUFFIX_INDICATOR) and any(map(str.isalnum, token))]
+             if not token.startswith(SUFFIX_INDICATOR) and any(map(str.isalnum, token))
+             and (tokenizer.level != "subword" or len(token) > 1)]
     separator = "" if tokenizer.level == "char" else " "
     sentences, start = [], 0
     for length in SAMPLE_LENGTHS:
@@ -107,7 +139,7 @@ def export(*, run_path, destination, beam, alpha, n_best, samples, console, load
     loaded = load_ensemble(members)
     searches = {"greedy": search_config(loaded.search, 1, alpha, None),
                 "beam": search_config(loaded.search, beam, alpha, n_best)}
-    samples = list(samples) or sample_sentences(loaded.source_tokenizer)
+    samples = list(samples) or sample_sentences(loaded.source_tokenizer, run_path)
     expected = {name: best_texts(loaded.translator(search, attention_weights=False), samples)
                 for name, search in searches.items()}
     try:
