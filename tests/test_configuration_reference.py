@@ -1,0 +1,62 @@
+"""docs/configuration.md is what `python -m attncli.config.reference` generates from the
+schema: every key of every section, with its default, allowed values and meaning."""
+
+import dataclasses
+import typing
+
+from attncli.config import reference
+from attncli.config.run import RunConfig
+
+
+def test_the_reference_is_up_to_date():
+    written = reference.DOCUMENT.read_text(encoding="utf-8")
+    assert written == reference.render(), (
+        "docs/configuration.md is out of date: run python -m attncli.config.reference"
+    )
+
+
+def keys(cls, path=""):
+    """Every configurable key below `cls`, from the dataclass fields themselves."""
+    hints = typing.get_type_hints(cls)
+    for field in dataclasses.fields(cls):
+        annotation = hints[field.name]
+        if dataclasses.is_dataclass(annotation):
+            yield from keys(annotation, f"{path}{field.name}.")
+        elif field.default is not dataclasses.MISSING or \
+                field.default_factory is not dataclasses.MISSING:
+            yield f"{path}{field.name}"
+
+
+def test_every_key_has_a_row_with_a_default_and_a_meaning():
+    rows = {}
+    for _, _, section in reference.sections():
+        for key, default, allowed, meaning in section:
+            rows[key.replace("{source,target}", "source")] = (default, allowed, meaning)
+    expected = set(keys(RunConfig)) - {key for key in keys(RunConfig) if ".target." in key}
+    assert set(rows) == expected
+    for key, (default, allowed, meaning) in rows.items():
+        assert default and allowed and meaning, key
+
+
+def test_allowed_values_come_from_the_annotation():
+    assert reference.allowed_values(typing.Literal["a", "b"] | None) == "`a`, `b` or `null`"
+    assert reference.allowed_values(int | float) == "an integer or a number"
+    assert reference.allowed_values(bool) == "`true`, `false`"
+
+
+def test_a_comma_entry_documents_each_of_its_names():
+    class Example:
+        """Summary.
+
+        Args:
+            first, second: shared text
+                on two lines.
+            third: its own.
+
+        Returns:
+            nothing.
+        """
+
+    assert reference.field_meanings(Example) == {
+        "first": "shared text on two lines.", "second": "shared text on two lines.",
+        "third": "its own."}
