@@ -1,0 +1,203 @@
+"""The server's parts without a model: the batcher's fairness, queue and failures, and
+the application's full-queue answer and token, over a registry of a fake model."""
+
+import asyncio
+import threading
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from attncli.serve.app import create_app
+from attncli.serve.batching import Batcher, QueueFull
+from attncli.serve.limits import Limits, RequestError
+from attncli.serve.registry import Registry
+
+
+def batcher(run, **settings):
+    options = {"measure": lambda key, texts: [1] * len(texts), "run": run,
+               "batch_tokens": 100, "batch_wait": 0.0, "max_queue": 1000, **settings}
+    return Batcher(**options)
+
+
+def test_a_large_request_does_not_starve_fifty_small_ones():
+    batches = []
+
+    def run(key, texts):
+        batches.append(list(texts))
+        return [text.upper() for text in texts]
+
+    async def main():
+        worker = batcher(run, chunk_texts=16)
+        large = worker.submit("greedy", [f"large {i}" for i in range(500)])
+        small = [worker.submit("greedy", [f"small {i}"]) for i in range(50)]
+        worker.start()  # after every request arrived: the first batch sees them all
+        results = await asyncio.gather(large, *small)
+        worker.close()
+        return results
+
+    large, *small = asyncio.run(main())
+    assert large == [f"LARGE {i}" for i in range(500)]
+    assert small == [[f"SMALL {i}"] for i in range(50)]
+    assert {f"small {i}" for i in range(50)} <= set(batches[0])
+    assert all(len(batch) <= 100 for batch in batches)
+    assert len(batches) == 6  # 550 texts, at most 100 a batch
+
+
+def test_requests_with_other_settings_are_batched_apart():
+    batches = []
+
+    def run(key, texts):
+        batches.append((key, list(texts)))
+        return texts
+
+    async def main():
+        worker = batcher(run)
+        futures = [worker.submit(key, [f"{key} {i}"]) for i in range(3) for key in "ab"]
+        worker.start()
+        await asyncio.gather(*futures)
+        worker.close()
+
+    asyncio.run(main())
+    assert sorted(batches) == [("a", ["a 0", "a 1", "a 2"]), ("b", ["b 0", "b 1", "b 2"])]
+
+
+def test_a_full_queue_refuses_and_frees_its_room_when_done():
+    release = threading.Event()
+
+    def run(key, texts):
+        release.wait(30)
+        return texts
+
+    async def main():
+        worker = batcher(run, max_queue=10)
+        worker.start()
+        first = worker.submit("k", ["a"] * 8)
+        with pytest.raises(QueueFull, match="8 of 10"):
+            worker.submit("k", ["b"] * 3)
+        second = worker.submit("k", ["c"] * 2)
+        release.set()
+        answers = await asyncio.gather(first, second)
+        third = await worker.submit("k", ["d"] * 10)
+        worker.close()
+        return answers, third, worker.pending
+
+    (first, second), third, pending = asyncio.run(main())
+    assert (first, second, third, pending) == (["a"] * 8, ["c"] * 2, ["d"] * 10, 0)
+
+
+def test_a_failed_batch_fails_its_requests_and_the_next_batch_is_served():
+    def run(key, texts):
+        if "bad" in texts:
+            raise RuntimeError("the model failed")
+        return texts
+
+    def measure(key, texts):
+        if "refused" in texts:
+            raise RequestError(413, "too long")
+        return [1] * len(texts)
+
+    async def main():
+        worker = batcher(run, measure=measure)
+        worker.start()
+        with pytest.raises(RuntimeError, match="the model failed"):
+            await worker.submit("k", ["bad"])
+        with pytest.raises(RequestError, match="too long"):
+            await worker.submit("k", ["refused"])
+        good = await worker.submit("k", ["good"])
+        worker.close()
+        return good, worker.pending
+
+    assert asyncio.run(main()) == (["good"], 0)
+
+
+def test_close_finishes_what_was_submitted():
+    async def main():
+        worker = batcher(lambda key, texts: texts, batch_wait=0.05)
+        worker.start()
+        futures = [worker.submit("k", [str(i)]) for i in range(20)]
+        await asyncio.to_thread(worker.close)
+        return [future.result() for future in futures]
+
+    assert asyncio.run(main()) == [[str(i)] for i in range(20)]
+
+
+class FakeModel:
+    """A model whose translation of a text is the text reversed, waiting for `release`."""
+
+    levels = ("word", "word")
+
+    def __init__(self):
+        self.name = "fake"
+        self.release = threading.Event()
+        self.release.set()
+
+    def search(self, beam=None, alpha=None, n_best=None):
+        return (beam, alpha, n_best)
+
+    def measure(self, search, texts):
+        return [1] * len(texts)
+
+    def translate(self, search, weights, texts):
+        self.release.wait(30)
+        return [SimpleNamespace(source_tokens=text.split(), hypotheses=[SimpleNamespace(
+            text=text[::-1], score=-1.0, tokens=text[::-1].split(),
+            weights=np.eye(len(text.split()), dtype=np.float32))]) for text in texts]
+
+    def describe(self):
+        return {"name": "fake"}
+
+
+def fake_app(token=None, **limits):
+    registry = Registry([("fake", [])], Limits(**limits))
+    registry.models = {"fake": FakeModel()}
+    registry.ready = True
+    return create_app(registry, registry.limits, token=token), registry.models["fake"]
+
+
+def test_a_full_queue_is_a_503_with_retry_after_and_the_next_request_is_served():
+    app, model = fake_app(max_queue=4, max_texts=4)
+    model.release.clear()
+    with TestClient(app) as client:
+        waiting = threading.Thread(
+            target=lambda: client.post("/translate", json={"texts": ["ab", "cd", "ef"]}))
+        waiting.start()
+        while client.get("/health").json()["queued"] < 3:
+            pass
+        refused = client.post("/translate", json={"texts": ["gh", "ij"]})
+        assert refused.status_code == 503
+        assert refused.headers["retry-after"] == "1"
+        assert "queue is full" in refused.json()["error"]
+        model.release.set()
+        waiting.join()
+        served = client.post("/translate", json={"texts": ["gh", "ij"]})
+    assert [item["text"] for item in served.json()["translations"]] == ["hg", "ji"]
+
+
+def test_the_token_is_needed_by_every_request():
+    app, _ = fake_app(token="s3cret")
+    with TestClient(app) as client:
+        for path in ("/health", "/models", "/", "/docs", "/static/index.html"):
+            refused = client.get(path)
+            assert refused.status_code == 401, path
+            assert refused.headers["www-authenticate"] == "Bearer"
+        body = {"texts": ["ab"]}
+        assert client.post("/translate", json=body).status_code == 401
+        wrong = {"Authorization": "Bearer s3cre"}
+        assert client.post("/translate", json=body, headers=wrong).status_code == 401
+        good = {"Authorization": "Bearer s3cret"}
+        answer = client.post("/translate", json=body, headers=good)
+        assert answer.json()["translations"][0]["text"] == "ba"
+        assert client.get("/health", headers=good).status_code == 200
+
+
+def test_the_page_opened_with_its_token_sets_a_cookie_its_requests_carry():
+    app, _ = fake_app(token="s3cret")
+    with TestClient(app) as client:
+        assert client.get("/?token=wrong").status_code == 401
+        page = client.get("/?token=s3cret")
+        assert page.status_code == 200
+        assert "HttpOnly" in page.headers["set-cookie"]
+        # The client keeps the cookie, as a browser does.
+        assert client.post("/translate", json={"texts": ["ab"]}).status_code == 200
