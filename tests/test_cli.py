@@ -127,7 +127,9 @@ def test_default_walks_the_seq2seq_example():
     for header in ("encoder hidden", "1. score", "2. softmax", "3. alignment", "4. sum"):
         assert header in out
     assert "context [5.0000, 0.0000, 1.0000]" in out
-    assert "The article rounds softmax([15, 60, 15, 35]) to [0, 1, 0, 0]" in out
+    assert ('Raimi Karim\'s "Attn: Illustrated Attention" (2019) rounds '
+            "softmax([15, 60, 15, 35]) to [0, 1, 0, 0]") in out
+    assert "design note" not in out
 
 
 def test_json_figures_equal_the_layer_and_numpy():
@@ -239,7 +241,7 @@ def test_valid_length_masks_the_keys_after_it():
     result = invoke("score-demo", "--valid-length", "2")
     assert result.exit_code == 0, result.output
     assert result.stdout.count("(masked)") == 2
-    assert "The article rounds" not in result.stdout
+    assert "rounds softmax" not in result.stdout
 
     walk = walk_score("dot", resolve_inputs(valid_length=2))
     step = render.sections(walk, 4)[-1]
@@ -265,7 +267,7 @@ def test_markdown_has_a_table_per_step():
     assert out.startswith("### Attention with the dot score")
     assert "| s | encoder hidden | 1. score | 2. softmax | 3. alignment |" in out
     assert "| 2 | [5, 0, 1] | 60 | 1.0000 | [5.0000, 0.0000, 1.0000] |" in out
-    assert "> Note: The article rounds" in out
+    assert '> Note: Raimi Karim\'s "Attn: Illustrated Attention" (2019) rounds' in out
 
 
 def test_input_file(tmp_path):
@@ -570,7 +572,8 @@ def test_self_attention_tables_and_rounding_note():
                      "6. weighted value", "7. sum", "8. Outputs",
                      "output [1.9366, 6.6831, 1.5951]"):
         assert fragment in out
-    note = " ".join(out.split("Note: The article rounds")[1].split())
+    note = " ".join(out.split('Note: Raimi Karim\'s "Illustrated: Self-Attention" (2019) '
+                             "rounds")[1].split())
     assert note.startswith(
         "softmax([2, 4, 4]) to [0.0, 0.5, 0.5]; exactly it is [0.0634, 0.4683, 0.4683], "
         "so output 1 is [1.9366, 6.6831, 1.5951], not [2.0, 7.0, 1.5]."

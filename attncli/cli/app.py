@@ -159,7 +159,9 @@ def score_demo(
     ctx: typer.Context,
     example: Annotated[
         str,
-        typer.Option(help="Worked example of design note 002: seq2seq or self-attention."),
+        typer.Option(help="Worked example: seq2seq (Raimi Karim's \"Attn: Illustrated "
+                     "Attention\", 2019) or self-attention (his \"Illustrated: "
+                     "Self-Attention\", 2019)."),
     ] = "seq2seq",
     score: Annotated[
         str | None,

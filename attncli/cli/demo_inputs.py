@@ -22,6 +22,10 @@ FORMATS = ("table", "markdown", "json")
 
 INPUT_FILE_KEYS = ("query", "keys", "values", "valid_length", "parameters")
 
+# The largest --units (hidden size of the concat, additive and local-p scores) and --seed.
+MAX_UNITS = 4096
+MAX_SEED = 2**32 - 1
+
 
 @dataclass(frozen=True)
 class DemoInputs:
@@ -56,15 +60,23 @@ class DemoRequest:
 
 @dataclass(frozen=True)
 class ArticleFigures:
-    """What a design note printed for the first query, to compare with exact values."""
+    """What the article a worked example comes from printed for the first query, to
+    compare with exact values; `source` names the article."""
 
     weights: tuple
     context: tuple
+    source: str
+
+
+# The articles the worked examples come from (Towards Data Science, 2019).
+ILLUSTRATED_ATTENTION = 'Raimi Karim\'s "Attn: Illustrated Attention" (2019)'
+ILLUSTRATED_SELF_ATTENTION = 'Raimi Karim\'s "Illustrated: Self-Attention" (2019)'
 
 
 @dataclass(frozen=True)
 class Seq2SeqExample:
-    """The dot-product example of design note 002: one decoder state, four encoder states."""
+    """The dot-product example of "Attn: Illustrated Attention" (Raimi Karim, 2019): one
+    decoder state, four encoder states."""
 
     inputs: DemoInputs
     article: ArticleFigures
@@ -72,7 +84,7 @@ class Seq2SeqExample:
 
 @dataclass(frozen=True)
 class SelfAttentionExample:
-    """The eight-step self-attention example of design note 002.
+    """The eight-step example of "Illustrated: Self-Attention" (Raimi Karim, 2019).
 
     `inputs` `(T, d)`; `parameters` holds `W_q`, `W_k`, `W_v`, each `(d, 3)`, applied as
     `inputs @ W`.
@@ -93,7 +105,8 @@ SEQ2SEQ = Seq2SeqExample(
         keys=_float32([[0, 1, 1], [5, 0, 1], [1, 1, 0], [0, 5, 1]]),
         values=_float32([[0, 1, 1], [5, 0, 1], [1, 1, 0], [0, 5, 1]]),
     ),
-    article=ArticleFigures(weights=(0, 1, 0, 0), context=(5, 0, 1)),
+    article=ArticleFigures(weights=(0, 1, 0, 0), context=(5, 0, 1),
+                           source=ILLUSTRATED_ATTENTION),
 )
 
 SELF_ATTENTION = SelfAttentionExample(
@@ -103,7 +116,8 @@ SELF_ATTENTION = SelfAttentionExample(
         "W_k": _float32([[0, 0, 1], [1, 1, 0], [0, 1, 0], [1, 1, 0]]),
         "W_v": _float32([[0, 2, 0], [0, 3, 0], [1, 0, 3], [1, 1, 0]]),
     },
-    article=ArticleFigures(weights=(0.0, 0.5, 0.5), context=(2.0, 7.0, 1.5)),
+    article=ArticleFigures(weights=(0.0, 0.5, 0.5), context=(2.0, 7.0, 1.5),
+                           source=ILLUSTRATED_SELF_ATTENTION),
 )
 
 
@@ -321,6 +335,27 @@ def check_sizes(score, inputs):
         )
 
 
+def check_magnitudes(inputs):
+    """Fail if the scores could overflow float32, the layers' dtype (inf, then NaN).
+
+    A score sums products of a query's and a key's components, through a weight
+    matrix for some scores: bounded by `d_q * d_k * max|q| * max|k|` times the largest
+    given weight (the seeded ones are below 1). The context is at most `max|v|` per
+    component.
+    """
+    largest = float(np.finfo(np.float32).max)
+    bound = (inputs.query.shape[1] * inputs.keys.shape[1]
+             * float(np.abs(inputs.query).max(initial=0.0))
+             * float(np.abs(inputs.keys).max(initial=0.0)))
+    for weights in inputs.parameters.values():
+        bound *= max(1.0, float(np.abs(weights).max(initial=0.0)) * max(np.shape(weights)))
+    if not bound <= largest:
+        raise AttncliError(
+            f"the inputs are too large for float32: their products reach about {bound:.3g}, "
+            f"above the largest float32 ({largest:.3g}); scale the query, keys and weights down"
+        )
+
+
 def request_from_options(example="seq2seq", score=None, query=None, keys=None, values=None,
                          input_file=None, valid_length=None, seed=None, units=None,
                          window=None, decimals=4, output_format="table"):
@@ -336,7 +371,8 @@ def request_from_options(example="seq2seq", score=None, query=None, keys=None, v
         ) if value is not None]
         if given:
             raise AttncliError(
-                f"--example self-attention walks the article's own inputs and weights and "
+                f"--example self-attention walks the inputs and weights of "
+                f"{ILLUSTRATED_SELF_ATTENTION} and "
                 f"takes no {given[0]}; drop it, or use the seq2seq example"
             )
         return DemoRequest(example, "dot", None, decimals=decimals,
@@ -349,8 +385,18 @@ def request_from_options(example="seq2seq", score=None, query=None, keys=None, v
             raise AttncliError(f"{name} applies to --score {_either(scores)}, not {score}")
         if value is not None and value < 1:
             raise AttncliError(f"{name} must be at least 1. Received: {name}={value}")
+    if units is not None and units > MAX_UNITS:
+        raise AttncliError(
+            f"--units must be at most {MAX_UNITS} (a demo's matrices are printed). "
+            f"Received: --units={clipped(str(units))}"
+        )
+    if seed is not None and not 0 <= seed <= MAX_SEED:
+        raise AttncliError(
+            f"--seed must be between 0 and 2**32 - 1. Received: --seed={clipped(str(seed))}"
+        )
     inputs = resolve_inputs(query, keys, values, input_file, valid_length)
     check_sizes(score, inputs)
+    check_magnitudes(inputs)
     return DemoRequest(example, score, inputs, seed=0 if seed is None else seed,
                        units=units, window=window, decimals=decimals,
                        output_format=output_format)

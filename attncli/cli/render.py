@@ -122,8 +122,8 @@ def _score_sections(walk, decimals):
 
 def _step_section(walk, t, decimals, labels, values_differ, first_step):
     """The table of query `t`: one row per key, then the sum. Its score, softmax,
-    weighted value and sum columns are numbered from `first_step`, as the design
-    note numbers its steps."""
+    weighted value and sum columns are numbered from `first_step`, as the example's
+    article numbers its steps."""
     inputs = walk.inputs
     columns = ["s", labels["key"]]
     if values_differ:
@@ -244,7 +244,8 @@ def _self_attention_sections(walk, decimals):
 
 
 def notes(walk, decimals):
-    """Sentences about the figures: where the article rounded, what is tiny but not 0."""
+    """Sentences about the figures: where the example's article rounded, what is tiny
+    but not 0."""
     result = []
     if walk.article is not None:
         exact_weights = walk.softmax[0]
@@ -252,7 +253,7 @@ def notes(walk, decimals):
         if not np.array_equal(exact_weights, article_weights):
             scores = Formatter(walk.scores[0], decimals).vector(walk.scores[0])
             result.append(
-                f"The article rounds softmax({scores}) to "
+                f"{walk.article.source} rounds softmax({scores}) to "
                 f"{vector(walk.article.weights, 1)}; exactly it is "
                 f"{_precise(exact_weights, decimals)}, so {_output_name(walk)} is "
                 f"{_precise(walk.context[0], decimals)}, not "
@@ -406,5 +407,5 @@ def _plain(value):
 
 def _heading(walk):
     if walk.source is not None:
-        return "Self-attention, step by step (design note 002)"
+        return f"Self-attention, step by step: the example of {walk.article.source}"
     return f"Attention with the {walk.score} score on {walk.inputs_name}"

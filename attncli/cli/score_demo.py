@@ -62,8 +62,8 @@ class Walk:
         gaussian: local-p's factors `exp(-(s - p_t)² / (2σ²))` `(Tq, Tv)`, or None.
         source: self-attention's inputs `(T, d)`, whose products with `W_q`, `W_k`,
             `W_v` are the queries, keys and values; None otherwise.
-        article: the `ArticleFigures` of the design note when this walk is its worked
-            example, else None.
+        article: the `ArticleFigures` of the article whose worked example this walk
+            is, else None.
         inputs_name: where the inputs come from, in words.
     """
 
@@ -162,7 +162,8 @@ def walk_score(score, inputs, seed=0, units=None, window=None):
         window_centres=window_centres,
         gaussian=gaussian,
         article=SEQ2SEQ.article if matches_article else None,
-        inputs_name="the seq2seq example of design note 002" if from_example else "your inputs",
+        inputs_name=(f"the seq2seq example of {SEQ2SEQ.article.source}" if from_example
+                     else "your inputs"),
     )
 
 
@@ -194,7 +195,7 @@ def walk_self_attention():
         context=_first(outputs),
         source=example.inputs,
         article=example.article,
-        inputs_name="the self-attention example of design note 002",
+        inputs_name=f"the self-attention example of {example.article.source}",
     )
 
 
