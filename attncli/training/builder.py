@@ -25,6 +25,7 @@ from attncli.model.saving import saved_metadata
 from attncli.training.checkpoint_files import checkpoint_paths, repair_index
 from attncli.training.distribution import Workers, make_strategy
 from attncli.training.steps import make_optimizer
+from attncli.training.stop_metric import StopMetric
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,7 +36,7 @@ class TrainingPosition:
         epoch: epochs finished.
         batch: batches trained of the current epoch.
         best_metric: the best `stop_metric` so far, as a value to maximise (BLEU,
-            chrF; minus the loss, PER or WER: see `RunConfig.maximised`).
+            chrF; minus the loss, PER or WER: see `StopMetric.maximised`).
         stale_evaluations: evaluations since the best one (for `training.patience`).
         seconds: training time spent, evaluations included.
         epoch_loss_sum, epoch_tokens: the running loss of the current epoch, so that a
@@ -145,7 +146,7 @@ def build_training(config, run, progress, data_dir=None, resume=False, strategy=
             config, len(source_tokenizer.vocabulary), len(target_tokenizer.vocabulary),
             len(splits.train),
         )
-    model_config = config.model_config(
+    model_config = config.model.sized(
         len(source_tokenizer.vocabulary), len(target_tokenizer.vocabulary)
     )
     check_fits_in_memory(model_config, training.average_decay is not None)
@@ -283,10 +284,11 @@ def raise_to_kept_model(position, workers, run, config):
     metric of that time, which may be below the model kept since. The kept model's
     figure is read from its metadata (`valid_loss` for `stop_metric: loss`).
     """
-    value = saved_metadata(run.model_dir).get(config.stop_figure)
+    metric = StopMetric.of(config)
+    value = saved_metadata(run.model_dir).get(metric.figure)
     kept = -math.inf
     if not isinstance(value, bool) and isinstance(value, (int, float)):
-        kept = config.maximised({config.stop_figure: float(value)})
+        kept = metric.maximised({metric.figure: float(value)})
     kept = workers.agree(kept)  # only the chief holds the model
     if kept > float(position.best_metric.numpy()):
         position.best_metric.assign(kept)

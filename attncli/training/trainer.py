@@ -35,6 +35,7 @@ from attncli.model.saving import save_model
 from attncli.training.builder import build_training
 from attncli.training.events import RunEvents
 from attncli.training.steps import make_distributed_train_step, make_train_step
+from attncli.training.stop_metric import StopMetric
 from attncli.training.validation import Validator, score_test_split
 
 
@@ -94,6 +95,7 @@ class Trainer:
         self.position = parts.position
         self.checkpoints = parts.checkpoints
         self.stats = parts.stats
+        self.stop_metric = StopMetric.of(self.config)
         if self.workers.distributed:
             # Its signature is that of the distributed batches, known once they exist.
             self.train_step = make_distributed_train_step(
@@ -219,8 +221,8 @@ class Trainer:
             # signal cut it short: the `1*` of the table is one epoch.
             "epochs": int(position.epoch.numpy()) + int(int(position.batch.numpy()) > 0),
             "best": {
-                self.config.stop_metric:
-                    self.config.shown_metric(float(position.best_metric.numpy()))
+                self.stop_metric.name:
+                    self.stop_metric.shown(float(position.best_metric.numpy()))
             },
             "last": last_record,
             "model": str(self.run.model_dir),
@@ -255,7 +257,7 @@ class Trainer:
             return f"the time budget of {training.max_minutes:g} minutes is spent"
         if self._patience_spent():
             return (
-                f"stopped early: no better validation {self.config.stop_metric} for "
+                f"stopped early: no better validation {self.stop_metric.name} for "
                 f"{training.patience} evaluations"
             )
         return None
@@ -285,7 +287,7 @@ class Trainer:
         with validator.averaged_weights():
             losses = validator.loss_figures(raw_loss)
             figures = validator.metric()
-            value = self.workers.agree(self.config.maximised({**losses, **figures}))
+            value = self.workers.agree(self.stop_metric.maximised({**losses, **figures}))
             improved = value > float(self.position.best_metric.numpy())
             if improved:
                 self.position.best_metric.assign(value)

@@ -470,7 +470,7 @@
     byId("results").hidden = false;
   }
 
-  // "model default · beam 5 · alpha 0.6 · n-best 1 · length ≤ 2 × source + 10"
+  // "model default · beam 5 · alpha 0.6 · length ≤ 2 × source + 10"
   function settingsText(model, search) {
     const given = search || {};
     const settings = [model ? `model ${model}` : null];
@@ -478,7 +478,6 @@
       settings.push(given.beam_size === 1 ? "greedy" : `beam ${given.beam_size}`);
     }
     if ("alpha" in given) settings.push(`alpha ${given.alpha}`);
-    if (given.n_best !== undefined && given.n_best !== null) settings.push(`n-best ${given.n_best}`);
     if ("max_length_ratio" in given) {
       settings.push(`length ≤ ${given.max_length_ratio} × source + ${given.max_length_offset}`);
     }
@@ -547,8 +546,17 @@
       const answer = await api("models");
       const models = Array.isArray(answer) ? answer : answer.models;
       fillSelect(byId("model"), models.map((model) => [model.name, model.task
-        ? `${model.name} (${model.task})` : model.name]), models[0] && models[0].name);
+        ? `${model.name} (${model.task})` : model.name]), answer.default ||
+        (models[0] && models[0].name));
       byId("model").closest("label").hidden = models.length < 2;
+      // An empty beam is the model's own: its placeholder says which.
+      const placeholder = () => {
+        const chosen = models.find((model) => model.name === byId("model").value);
+        const beam = chosen && chosen.decoding && chosen.decoding.beam_size;
+        byId("beam").placeholder = beam ? String(beam) : "";
+      };
+      byId("model").addEventListener("change", placeholder);
+      placeholder();
     } catch (error) {
       showError(error.message);
     }

@@ -1,0 +1,340 @@
+"""The attention page in a real headless Chromium (Debian's `chromium`, driven by
+Playwright): the offline file `inspect-weights --html` writes, the page `attncli serve`
+serves, and the page's choices of attention, layer and head on a view of known numbers.
+
+On a machine without the browser or Playwright these tests skip; with `CI` set they fail.
+"""
+
+import html.parser
+import json
+import os
+import re
+import socket
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attncli_runs import attncli, start, stop, succeeds, trained, wait_for  # noqa: F401
+
+from attncli.serve.page import embedded_json, page_html
+
+CHROMIUM = "/usr/bin/chromium"
+ARGUMENTS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update",
+             "--disable-sync"]
+SENTENCE = "tengo hambre ."
+
+# The heatmap as the page holds it: row and column tokens, and every cell's weight.
+READ_HEATMAP = """() => {
+  const grid = document.querySelector("[data-heatmap]");
+  const weights = Array.from({length: Number(grid.dataset.rows)},
+                             () => Array(Number(grid.dataset.columns)).fill(null));
+  for (const cell of grid.querySelectorAll(".cell")) {
+    weights[Number(cell.dataset.row)][Number(cell.dataset.column)] = Number(cell.dataset.weight);
+  }
+  return {
+    attention: grid.dataset.heatmap, layer: grid.dataset.layer, head: grid.dataset.head,
+    rows: [...grid.querySelectorAll(".row-label .token")].map((node) => node.textContent),
+    columns: [...grid.querySelectorAll(".column-label")].map((node) => node.textContent),
+    weights,
+  };
+}"""
+READ_WALK = """() => [...document.querySelectorAll("#walk tbody tr")].map(
+  (row) => Number(row.dataset.weight))"""
+
+
+class Scripts(html.parser.HTMLParser):
+    """Every <script> element of a page: its attributes and its text."""
+
+    def __init__(self):
+        super().__init__()
+        self.scripts = []
+        self._open = None
+
+    def handle_starttag(self, tag, attributes):
+        if tag == "script":
+            self._open = [dict(attributes), ""]
+
+    def handle_data(self, data):
+        if self._open is not None:
+            self._open[1] += data
+
+    def handle_endtag(self, tag):
+        if tag == "script" and self._open is not None:
+            self.scripts.append(tuple(self._open))
+            self._open = None
+
+
+def scripts_of(page):
+    parser = Scripts()
+    parser.feed(page)
+    return parser.scripts
+
+
+def test_embedded_tokens_cannot_close_the_data_script():
+    hostile = ["</script><script>window.hacked = 1</script>", "<!--", "</SCRIPT >", "&amp;",
+               "a\u2028b", "ü"]
+    data = {"source": " ".join(hostile), "source_tokens": hostile}
+    page = page_html(data)
+    scripts = scripts_of(page)
+    # The data and the page's own script: nothing the tokens held became an element.
+    assert [attributes.get("id") for attributes, _ in scripts] == ["attncli-data", None]
+    assert json.loads(scripts[0][1]) == data
+    assert "<" not in embedded_json(data) and ">" not in embedded_json(data)
+
+
+def test_embedded_data_refuses_numbers_json_has_not():
+    with pytest.raises(ValueError):
+        embedded_json({"scores": [float("-inf")]})
+
+
+def test_the_page_is_one_file_that_asks_nothing_from_elsewhere():
+    page = page_html()
+    assert re.findall(r'(?:src|href)="([^"]*)"', page) == ["data:,"]
+    assert "http://" not in page and "https://" not in page and "static/" not in page
+    assert scripts_of(page)[0] == ({"type": "application/json", "id": "attncli-data"}, "")
+
+
+# ---- in the browser ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """One headless Chromium for the module's tests."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        sync_playwright = None
+    missing = ("the playwright package" if sync_playwright is None else
+               CHROMIUM if not os.access(CHROMIUM, os.X_OK) else None)
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI runs the page in a browser: {missing} is missing")
+        pytest.skip(f"{missing} is missing")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGUMENTS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def tab(browser):
+    """A page at a phone's width that records every request it makes and every error
+    its script throws."""
+    page = browser.new_page(viewport={"width": 375, "height": 800})
+    page.requests, page.errors = [], []
+    page.on("request", lambda request: page.requests.append(request.url))
+    page.on("pageerror", lambda error: page.errors.append(str(error)))
+    yield page
+    assert page.errors == []
+    page.close()
+
+
+def walk_step(page, step):
+    """Choose row `step`'s token; the walk's weights."""
+    page.click(f'.row-label[data-row="{step - 1}"]')
+    page.wait_for_selector(f'#walk[data-step="{step}"]:not([hidden])')
+    return page.evaluate(READ_WALK)
+
+
+def check_heatmap_and_walk(page, rows, columns):
+    """The heatmap is (output tokens × source tokens), its rows sum to 1, and each
+    output token's walk has that row's weights."""
+    shown = page.evaluate(READ_HEATMAP)
+    assert (shown["attention"], shown["rows"], shown["columns"]) == ("cross", rows, columns)
+    weights = np.array(shown["weights"], dtype=float)
+    np.testing.assert_allclose(weights.sum(axis=1), 1.0, atol=1e-4)
+    for step in (len(rows), 1):
+        np.testing.assert_allclose(walk_step(page, step), weights[step - 1], atol=1e-6)
+    # A cell tells its weight and both tokens when the pointer is on it.
+    page.hover('.cell[data-row="0"][data-column="1"]')
+    info = page.inner_text("#cell-info")
+    assert rows[0] in info and columns[1] in info and f"{weights[0, 1]:.3f}" in info
+
+
+@pytest.fixture(scope="module")
+def translated(trained):  # noqa: F811
+    """`attncli translate`'s JSON line of SENTENCE: the tokens and text the page shows."""
+    result = succeeds(attncli("translate", trained, SENTENCE, "--format", "json",
+                              cwd=trained.parent))
+    return json.loads(result.stdout)
+
+
+@pytest.mark.slow
+def test_the_offline_file_shows_the_attention_and_walks_a_step(tab, trained, translated):  # noqa: F811
+    page_file = trained.parent / "pages" / "hungry.html"  # the folder is made
+    succeeds(attncli("inspect-weights", trained, "--text", SENTENCE, "--html", page_file,
+                     cwd=trained.parent))
+    url = page_file.resolve().as_uri()
+    tab.goto(url)
+    tab.wait_for_selector("[data-heatmap]")
+    best = translated["hypotheses"][0]
+    assert tab.inner_text(".translation") == best["text"]
+    check_heatmap_and_walk(tab, best["tokens"], translated["source_tokens"])
+    assert set(tab.requests) == {url}
+
+
+@pytest.mark.slow
+def test_a_bad_html_name_is_one_line(trained):  # noqa: F811
+    result = attncli("inspect-weights", trained, "--text", SENTENCE, "--html", "page.txt",
+                     cwd=trained.parent)
+    assert result.returncode == 2 and "--html page.txt" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+# ---- with a server ----------------------------------------------------------------------
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def ready(url):
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=5) as answer:
+            return answer.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+@pytest.fixture(scope="module")
+def server(trained):  # noqa: F811
+    """`attncli serve` of the tiny run on a free loopback port."""
+    url = f"http://127.0.0.1:{free_port()}"
+    process = start("serve", trained, "--port", url.rsplit(":", 1)[1], cwd=trained.parent)
+    try:
+        wait_for(lambda: ready(url), process)
+        yield url
+    finally:
+        stop(process)
+
+
+@pytest.mark.slow
+def test_the_served_page_translates_shows_the_attention_and_walks_a_step(
+        tab, server, translated):
+    tab.goto(f"{server}/")
+    tab.wait_for_selector("#model option", state="attached")
+    # A refused request is one line on the page, and the next good one is answered.
+    tab.fill("#texts", SENTENCE)
+    tab.fill("#beam", "100000")
+    tab.click("#submit")
+    tab.wait_for_selector("#error:not([hidden])")
+    assert "beam" in tab.inner_text("#error") and "\n" not in tab.inner_text("#error")
+    tab.fill("#beam", "")
+    tab.click("#submit")
+    tab.wait_for_selector("[data-heatmap]")
+    assert tab.is_hidden("#error")
+    best = translated["hypotheses"][0]
+    assert tab.inner_text(".translation") == best["text"]
+    check_heatmap_and_walk(tab, best["tokens"], translated["source_tokens"])
+    assert {re.sub(r"^http://[^/]+", "", url) for url in tab.requests} == {
+        "/", "/models", "/translate", "/inspect", "/step"}
+
+
+# ---- the choices of a self-attention model, on known numbers ----------------------------
+
+
+def self_attention_view(layers=2, heads=3):
+    """A view of a model with self-attention whose weights are known: rows of random
+    softmaxes, and every step with that row's weights."""
+    generator = np.random.default_rng(0)
+    source, output = ["el", "perro", "come", "."], ["the", "dog", "eats", ".", "[END]"]
+    shapes = {"cross": (output, source), "encoder": (source, source),
+              "decoder": (output, ["<start>"] + output[:-1])}
+    attentions, steps = [], {}
+    for name, (rows, columns) in shapes.items():
+        maps = generator.random((layers, heads, len(rows), len(columns))) * 4
+        maps = np.exp(maps) / np.exp(maps).sum(axis=-1, keepdims=True)
+        attentions.append({"attention": name, "title": name, "rows": rows, "columns": columns,
+                           "row_label": "source" if name == "encoder" else "output",
+                           "column_label": "source", "layers": [
+                               {"heads": maps[layer].tolist()} for layer in range(layers)]})
+        for layer, head, step in np.ndindex(layers, heads, len(rows)):
+            weights = maps[layer, head, step]
+            vectors = generator.normal(size=(len(columns), 8))
+            steps[f"{name}/{layer + 1}/{head + 1}/{step + 1}"] = {
+                "attention": name, "layer": layer + 1, "head": head + 1, "step": step + 1,
+                "score": "scaled_dot", "formula": "q · k / √8", "query_token": rows[step],
+                "key_tokens": columns, "query": vectors[0].tolist(), "query_norm": 1.0,
+                "x": vectors[0].tolist(), "x_norm": 1.0,
+                "inputs": vectors.tolist(), "inputs_norms": [1.0] * len(columns),
+                "keys": vectors.tolist(), "keys_norms": [1.0] * len(columns),
+                "values": vectors.tolist(), "values_norms": [1.0] * len(columns),
+                "scores": np.log(weights).tolist(), "weights": weights.tolist(),
+                "weighted_values": (weights[:, None] * vectors).tolist(),
+                "weighted_values_norms": [1.0] * len(columns),
+                "context": (weights @ vectors).tolist(), "context_norm": 1.0,
+                "width": 8, "shown": 8}
+    view = {"source": "el perro come .", "source_tokens": source, "shown": 0,
+            "hypotheses": [{"text": "the dog eats.", "tokens": output, "score": -0.5}],
+            "attentions": attentions}
+    return {**view, "steps": steps, "model": "known", "search": {"beam_size": 1}}
+
+
+@pytest.mark.slow
+def test_attention_layer_and_head_are_chosen_and_a_mean_is_shown(tab, tmp_path):
+    data = self_attention_view()
+    page_file = tmp_path / "known.html"
+    page_file.write_text(page_html(data), encoding="utf-8")
+    tab.goto(page_file.as_uri())
+    tab.wait_for_selector("[data-heatmap]")
+    heads = {entry["attention"]: np.array([layer["heads"] for layer in entry["layers"]])
+             for entry in data["attentions"]}
+    # Cross-attention of the last layer, the mean of its heads, first.
+    shown = tab.evaluate(READ_HEATMAP)
+    assert (shown["attention"], shown["layer"], shown["head"]) == ("cross", "2", "mean")
+    np.testing.assert_allclose(shown["weights"], heads["cross"][1].mean(axis=0), atol=1e-12)
+    tab.select_option("#attention-kind", "decoder")
+    tab.select_option("#layer", "1")
+    tab.select_option("#head", "3")
+    shown = tab.evaluate(READ_HEATMAP)
+    assert shown["columns"] == ["<start>", "the", "dog", "eats", "."]
+    np.testing.assert_allclose(shown["weights"], heads["decoder"][0, 2], atol=1e-12)
+    np.testing.assert_allclose(walk_step(tab, 4), heads["decoder"][0, 2, 3], atol=1e-12)
+    # The keyboard reaches a token: focus its button, press Enter.
+    tab.focus('.row-label[data-row="1"]')
+    tab.keyboard.press("Enter")
+    tab.wait_for_selector('#walk[data-step="2"]')
+    # Arrow keys move between cells; Enter walks the focused cell's row.
+    tab.focus('.cell[data-row="0"][data-column="0"]')
+    tab.keyboard.press("ArrowDown")
+    tab.keyboard.press("ArrowDown")
+    tab.keyboard.press("ArrowRight")
+    assert tab.evaluate("document.activeElement.getAttribute('aria-label')").startswith(
+        "output 3 ‘eats’ → source 2 ‘the’")
+    tab.keyboard.press("Enter")
+    tab.wait_for_selector('#walk[data-step="3"]')
+    # The encoder's self-attention, its mean walks head 1 and says so.
+    tab.select_option("#attention-kind", "encoder")
+    np.testing.assert_allclose(walk_step(tab, 1), heads["encoder"][1, 0, 0], atol=1e-12)
+    assert "head 1" in tab.inner_text("#walk .note")
+
+
+@pytest.mark.slow
+def test_long_sentences_scroll_and_keep_their_labels(tab, tmp_path):
+    data = self_attention_view()
+    long = [f"word{n}" for n in range(60)]
+    cross = data["attentions"][0]
+    cross["columns"] = long
+    cross["layers"] = [{"heads": [[[1 / 60] * 60] * 5] * 3}] * 2
+    page_file = tmp_path / "long.html"
+    page_file.write_text(page_html(data), encoding="utf-8")
+    tab.goto(page_file.as_uri())
+    tab.wait_for_selector("[data-heatmap]")
+    sizes = tab.evaluate("""() => {
+      const box = document.querySelector("#heatmap-scroll");
+      return {page: document.documentElement.scrollWidth, client: box.clientWidth,
+              scroll: box.scrollWidth};
+    }""")
+    # The heatmap scrolls inside its box; the page itself stays a phone's width.
+    assert sizes["scroll"] > sizes["client"] and sizes["page"] <= 375
+    tab.evaluate("document.querySelector('#heatmap-scroll').scrollLeft = 100000")
+    label = tab.locator('.row-label[data-row="0"]').bounding_box()
+    assert label["x"] >= 0 and label["x"] < 40
+    column = tab.locator('.column-label[data-column="0"]').bounding_box()
+    assert column["height"] > column["width"]  # rotated, not squeezed
