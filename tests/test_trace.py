@@ -1,6 +1,7 @@
 """`Seq2Seq.trace`: one attention step's query, keys, values, scores, weights and
 context, against what the search computed and against NumPy."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -147,3 +148,21 @@ def test_a_missing_attention_or_layer_is_refused(translated):
     if not model.self_attention_decoder:
         with pytest.raises(ValueError, match="decoder is recurrent"):
             model.trace(source_ids, target_in_ids, "decoder")
+
+
+def test_score_demo_walks_the_same_record():
+    """score-demo's queries are `AttentionStep`s too: a masked key's score is -inf and
+    its weight 0, and the context is the sum of the weighted values."""
+    from attncli.cli.demo_inputs import SEQ2SEQ
+    from attncli.cli.score_demo import walk_score, walk_self_attention
+    from attncli.model.trace import AttentionStep
+
+    inputs = dataclasses.replace(SEQ2SEQ.inputs, valid_length=3)
+    for walk in (walk_score("local-p", inputs, window=2), walk_self_attention()):
+        for t in range(len(walk.inputs.query)):
+            step = walk.step(t)
+            assert isinstance(step, AttentionStep)
+            masked = ~walk.allowed[t]
+            assert np.all(np.isneginf(step.scores[masked])) and np.all(step.weights[masked] == 0)
+            np.testing.assert_allclose(step.context, walk.context[t], rtol=1e-6, atol=1e-6)
+            json.dumps(step.to_dict())

@@ -123,8 +123,15 @@ def _score_sections(walk, decimals):
 def _step_section(walk, t, decimals, labels, values_differ, first_step):
     """The table of query `t`: one row per key, then the sum. Its score, softmax,
     weighted value and sum columns are numbered from `first_step`, as the example's
-    article numbers its steps."""
+    article numbers its steps.
+
+    The query, keys, values, weights, weighted values and context are the query's
+    step record (`Walk.step`), the one inspect-weights renders; the score column
+    shows a masked key's score too (the record's is -inf), with the softmax and
+    local-p's Gaussian beside it."""
     inputs = walk.inputs
+    step = walk.step(t)
+    weighted = step.weighted_values()
     columns = ["s", labels["key"]]
     if values_differ:
         columns.append("value")
@@ -149,31 +156,31 @@ def _step_section(walk, t, decimals, labels, values_differ, first_step):
     if walk.gaussian is not None:
         formats["gaussian"] = Formatter(walk.gaussian, decimals)
 
-    title = f"{labels['query']} {_query_vector(walk, t, decimals)}"
+    title = f"{labels['query']} {Formatter(inputs.query, decimals).vector(step.query)}"
     description = walk.formula
     if walk.window_centres is not None:
         centre = Formatter(walk.window_centres, decimals).number(walk.window_centres[t])
         description += f"; here p_t = {centre}, D = {walk.window}"
     section = Section(title, columns, description=description, total=True)
     for s in range(len(inputs.keys)):
-        allowed = bool(walk.allowed[t, s])
+        allowed = bool(np.isfinite(step.scores[s]))
         label = str(s + 1) if allowed else f"{s + 1} {_why_masked(walk, s)}"
-        row = [label, formats["key"].vector(inputs.keys[s])]
+        row = [label, formats["key"].vector(step.keys[s])]
         if values_differ:
-            row.append(formats["value"].vector(inputs.values[s]))
+            row.append(formats["value"].vector(step.values[s]))
         if walk.projected_keys is not None:
             row.append(formats["projected"].vector(walk.projected_keys[s]))
         row.append(formats["score"].number(walk.scores[t, s]))
         row.append(_weight_cell(formats["softmax"], walk.softmax[t, s], allowed))
         if walk.gaussian is not None:
             row.append(formats["gaussian"].number(walk.gaussian[t, s]))
-            row.append(_weight_cell(formats["weight"], walk.weights[t, s], allowed))
-        row.append(formats["weighted"].vector(walk.weighted_values[t, s]))
+            row.append(_weight_cell(formats["weight"], step.weights[s], allowed))
+        row.append(formats["weighted"].vector(weighted[s]))
         if not allowed:
             section.dimmed.add(len(section.rows))
         section.rows.append(row)
     total = [f"{first_step + 3}. sum"] + [""] * (len(columns) - 2)
-    total.append(f"{labels['context']} {formats['context'].vector(walk.context[t])}")
+    total.append(f"{labels['context']} {formats['context'].vector(step.context)}")
     section.rows.append(total)
     return section
 
@@ -186,10 +193,6 @@ def _why_masked(walk, s):
     if walk.inputs.valid_length is not None and s >= walk.inputs.valid_length:
         return "(masked)"
     return "(outside window)"
-
-
-def _query_vector(walk, t, decimals):
-    return Formatter(walk.inputs.query, decimals).vector(walk.inputs.query[t])
 
 
 def _numbered(name, index, count):

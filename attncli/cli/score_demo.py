@@ -5,6 +5,9 @@ Every figure `attncli score-demo` prints comes from a layer: its `project_keys` 
 `masked_softmax` and its `reweight` the weights, and its call (with
 `return_attention_scores=True`) the weights and the context. Only the weighted values
 `weights[t, s] * values[s]`, the terms of the context's sum, are multiplied out here.
+
+Each query of a `Walk` is an `AttentionStep` (`Walk.step`), the record of one attention
+step that `inspect-weights` renders from a trained model.
 """
 
 from dataclasses import dataclass, field
@@ -20,6 +23,7 @@ from attncli.cli.demo_inputs import (
     score_and_alignment,
 )
 from attncli.errors import AttncliError
+from attncli.model.trace import AttentionStep
 from attncli.scores import ALIGNMENTS, SCORES, make_attention
 from layers import ScaledDotSelfAttention, masked_softmax, sequence_mask
 
@@ -86,6 +90,32 @@ class Walk:
     source: np.ndarray | None = None
     article: ArticleFigures | None = None
     inputs_name: str = "your inputs"
+
+    def step(self, t):
+        """Query `t` (0-based) as an `AttentionStep`, the record of one attention step
+        that `inspect-weights` renders too: its query, the keys and values, its scores
+        (-inf where the key is masked), weights and context `weights @ values`."""
+        values = np.asarray(self.inputs.values, "float64")
+        weights = np.asarray(self.weights[t], "float64")
+        source = None if self.source is None else np.asarray(self.source, "float64")
+        return AttentionStep(
+            attention="cross" if source is None else "encoder",
+            layer=1,
+            head=None,
+            step=t + 1,
+            score=self.score,
+            formula=self.formula,
+            query_token=f"query {t + 1}" if source is None else f"Input {t + 1}",
+            key_tokens=[str(s + 1) for s in range(len(values))],
+            query=np.asarray(self.inputs.query[t], "float64"),
+            keys=np.asarray(self.inputs.keys, "float64"),
+            values=values,
+            scores=np.where(self.allowed[t], np.asarray(self.scores[t], "float64"), -np.inf),
+            weights=weights,
+            context=weights @ values,
+            inputs=source,
+            x=None if source is None else source[t],
+        )
 
 
 def walk(request):
