@@ -63,7 +63,7 @@ def main():
     for tie, tokenizers in (("none", (german, english)), ("target", (german, english)),
                             ("all", (shared, shared))):
         sizes = [len(tokenizer.vocabulary) for tokenizer in tokenizers]
-        model = Seq2Seq(dataclasses.replace(config.model_config(*sizes), tie_embeddings=tie))
+        model = Seq2Seq(dataclasses.replace(config.model.sized(*sizes), tie_embeddings=tie))
         print(f"tie_embeddings={tie:<7} trainable parameters {model.count_params():>11,}")
 
 

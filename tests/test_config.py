@@ -7,7 +7,8 @@ import pytest
 import yaml
 
 from attncli.config.data import DataConfig, SideConfig
-from attncli.config.model import ModelConfig
+from attncli.config.model import ModelConfig, ModelSettings
+from attncli.config.run import run_config_from_mapping
 from attncli.config.schema import (
     ConfigError,
     apply_overrides,
@@ -189,10 +190,11 @@ def test_allowed_values_are_read_from_the_literal_type():
     class WithRnn(ModelConfig):
         cell: Literal["gru", "lstm", "rnn"] = "gru"
 
-    assert WithRnn(20, 20, cell="rnn").cell == "rnn"
+    sizes = dict(source_vocab_size=20, target_vocab_size=20)
+    assert WithRnn(**sizes, cell="rnn").cell == "rnn"
     with pytest.raises(ValueError, match=r"cell must be one of gru, lstm, rnn\. "
                                          r"Received: cell='elman'"):
-        WithRnn(20, 20, cell="elman")
+        WithRnn(**sizes, cell="elman")
     with pytest.raises(ConfigError, match=r"model\.cell must be one of gru, lstm, rnn\. "
                                           r"Received: model\.cell='elman'"):
         from_mapping(WithRnn, {"source_vocab_size": 20, "target_vocab_size": 20,
@@ -217,3 +219,16 @@ def test_every_literal_field_is_checked_when_built_in_code(cls, name, allowed):
     message = rf"{name} must be one of {', '.join(allowed)}( or null)?\. Received: {name}='bogus'"
     with pytest.raises(ValueError, match=message):
         cls(**required, **{name: "bogus"})
+
+
+def test_the_model_section_is_typed_and_sized_by_the_vocabularies():
+    config = run_config_from_mapping({"model": {"units": 32, "embedding_dim": 32}})
+    assert config.model == ModelSettings(units=32, embedding_dim=32)
+    assert "source_vocab_size" not in to_mapping(config)["model"]
+    sized = config.model.sized(10, 12)
+    assert isinstance(sized, ModelConfig) and sized.units == 32
+    assert (sized.source_vocab_size, sized.target_vocab_size) == (10, 12)
+    with pytest.raises(ValueError, match="source_vocab_size=3"):
+        config.model.sized(3, 12)
+    with pytest.raises(ConfigError, match="model: heads must divide embedding_dim"):
+        run_config_from_mapping({"model": {"encoder": "self-attention", "heads": 5}})

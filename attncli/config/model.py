@@ -11,16 +11,18 @@ from attncli.scores import ALIGNMENTS, LOCAL_SCORES, SCORES, AlignmentName, Scor
 
 
 @dataclasses.dataclass(frozen=True)
-class ModelConfig:
-    """Sizes and choices of the encoder-decoder: each side recurrent or self-attention.
+class ModelSettings:
+    """Sizes and choices of the encoder-decoder, each side recurrent or self-attention:
+    the `model:` section of a run, validated when it is read.
+
+    The vocabulary sizes are not among them: they are facts of the data, learned with
+    the vocabularies, and `sized` joins them to these settings in a `ModelConfig`.
 
     The defaults are sized like the TensorFlow tutorial "Neural machine translation
     with attention": embeddings of 256, 256 units, one bidirectional GRU layer whose
     directions are summed.
 
     Args:
-        source_vocab_size: int, number of source ids (pad = 0 included).
-        target_vocab_size: int, number of target ids (pad = 0 included).
         embedding_dim: int, size of both embeddings. Defaults to 256.
         units: int, size of every recurrent state. Defaults to 256.
         cell: `"gru"` or `"lstm"`, the recurrent cell of encoder and decoder.
@@ -88,8 +90,6 @@ class ModelConfig:
             values, so tying needs `units = embedding_dim`. Defaults to `"none"`.
     """
 
-    source_vocab_size: int
-    target_vocab_size: int
     embedding_dim: int = 256
     units: int = 256
     cell: Literal["gru", "lstm"] = "gru"
@@ -116,12 +116,6 @@ class ModelConfig:
     tie_embeddings: Literal["none", "target", "all"] = "none"
 
     def __post_init__(self):
-        for name in ("source_vocab_size", "target_vocab_size"):
-            if getattr(self, name) < 5:
-                raise ValueError(
-                    f"{name} must be at least 5 (4 reserved ids and one token). "
-                    f"Received: {name}={getattr(self, name)}"
-                )
         for name in ("embedding_dim", "units", "encoder_layers", "decoder_layers", "window",
                      "heads", "max_positions"):
             if getattr(self, name) < 1:
@@ -202,13 +196,6 @@ class ModelConfig:
                 "features of `units` values: make units and embedding_dim equal. "
                 f"Received: units={self.units}, embedding_dim={self.embedding_dim}"
             )
-        if self.tie_embeddings == "all" and self.source_vocab_size != self.target_vocab_size:
-            raise ValueError(
-                "tie_embeddings='all' gives both sides one embedding matrix, which needs one "
-                "vocabulary (data.shared_vocab: true). Received: "
-                f"source_vocab_size={self.source_vocab_size}, "
-                f"target_vocab_size={self.target_vocab_size}"
-            )
 
     @property
     def model_dim(self):
@@ -238,3 +225,41 @@ class ModelConfig:
     def to_dict(self):
         """The plain dict of every field, e.g. for `get_config` and YAML."""
         return dataclasses.asdict(self)
+
+    def sized(self, source_vocab_size, target_vocab_size):
+        """The `ModelConfig` of these settings for vocabularies of the given sizes."""
+        return ModelConfig(
+            **self.to_dict(),
+            source_vocab_size=source_vocab_size,
+            target_vocab_size=target_vocab_size,
+        )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ModelConfig(ModelSettings):
+    """`ModelSettings` with the vocabulary sizes: what `Seq2Seq` is built from.
+
+    Args:
+        source_vocab_size: int >= 5, number of source ids (pad = 0 included).
+        target_vocab_size: int >= 5, number of target ids (pad = 0 included).
+        Every argument of `ModelSettings`, by keyword.
+    """
+
+    source_vocab_size: int
+    target_vocab_size: int
+
+    def __post_init__(self):
+        for name in ("source_vocab_size", "target_vocab_size"):
+            if getattr(self, name) < 5:
+                raise ValueError(
+                    f"{name} must be at least 5 (4 reserved ids and one token). "
+                    f"Received: {name}={getattr(self, name)}"
+                )
+        super().__post_init__()
+        if self.tie_embeddings == "all" and self.source_vocab_size != self.target_vocab_size:
+            raise ValueError(
+                "tie_embeddings='all' gives both sides one embedding matrix, which needs one "
+                "vocabulary (data.shared_vocab: true). Received: "
+                f"source_vocab_size={self.source_vocab_size}, "
+                f"target_vocab_size={self.target_vocab_size}"
+            )

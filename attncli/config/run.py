@@ -8,14 +8,13 @@ reported with its full path whichever of the two it came from. No TensorFlow her
 """
 
 import dataclasses
-import math
 from importlib import resources
 
 from attncli.config.schema import ConfigError, apply_overrides, from_mapping, load_yaml
 from attncli.config.data import DataConfig
-from attncli.config.model import ModelConfig
+from attncli.config.model import ModelSettings
 from attncli.config.search import SearchConfig
-from attncli.config.training import LOWER_IS_BETTER, STOP_METRICS, LoopConfig
+from attncli.config.training import STOP_METRICS, LoopConfig
 from attncli.errors import shown
 
 # The longest file name most filesystems take (NAME_MAX).
@@ -32,14 +31,15 @@ class RunConfig:
     Args:
         name: str, the run's name; its directory defaults to `runs/NAME`.
         data: `DataConfig`.
-        model: `ModelConfig` without the vocabulary sizes (taken from the data).
+        model: `ModelSettings` (its `sized` adds the vocabulary sizes, taken from
+            the data).
         training: `LoopConfig`.
         decoding: `SearchConfig`, the default search of `attncli translate`.
     """
 
     name: str = "default"
     data: DataConfig = dataclasses.field(default_factory=DataConfig)
-    model: dict = dataclasses.field(default_factory=dict)
+    model: ModelSettings = dataclasses.field(default_factory=ModelSettings)
     training: LoopConfig = dataclasses.field(default_factory=LoopConfig)
     decoding: SearchConfig = dataclasses.field(default_factory=SearchConfig)
 
@@ -61,36 +61,6 @@ class RunConfig:
                 f"training.stop_metric={self.training.stop_metric}"
             )
 
-    @property
-    def stop_metric(self):
-        """The validation figure that keeps the best model and counts patience:
-        `training.stop_metric`, or the task's own (`"bleu"`, or `"wer"`)."""
-        return self.training.stop_metric or STOP_METRICS[self.data.task][0]
-
-    @property
-    def stop_figure(self):
-        """The key of the stop metric in an evaluation's record (`"valid_loss"` for loss)."""
-        return "valid_loss" if self.stop_metric == "loss" else self.stop_metric
-
-    def maximised(self, figures):
-        """The stop metric of an evaluation's `figures` (a record) as a value to maximise:
-        the figure itself (BLEU, chrF) or minus it (loss, PER, WER)."""
-        value = figures[self.stop_figure]
-        return -value if self.stop_metric in LOWER_IS_BETTER else value
-
-    def shown_metric(self, maximised):
-        """The stop metric as users read it, from `maximised`'s value (None for -inf)."""
-        if not math.isfinite(maximised):
-            return None
-        return -maximised if self.stop_metric in LOWER_IS_BETTER else maximised
-
-    def model_config(self, source_vocab_size, target_vocab_size):
-        """The `ModelConfig` of this run for vocabularies of the given sizes."""
-        return ModelConfig(
-            source_vocab_size=source_vocab_size,
-            target_vocab_size=target_vocab_size,
-            **self.model,
-        )
 
 
 def run_config_from_mapping(mapping):
@@ -108,19 +78,15 @@ def run_config_from_mapping(mapping):
                 f"model.{key}: set by the vocabulary; choose its size with "
                 f"data.{side}.vocab_size instead"
             )
-    # Validated with stand-in vocabulary sizes, so a bad model key fails now, not
-    # after the corpus has been read.
-    from_mapping(ModelConfig, {**model, "source_vocab_size": 5, "target_vocab_size": 5},
-                 "model")
-    mapping.pop("model", None)
+    mapping["model"] = model
     config = from_mapping(RunConfig, mapping)
-    if model.get("tie_embeddings") == "all" and not config.data.shared_vocab:
+    if config.model.tie_embeddings == "all" and not config.data.shared_vocab:
         raise ConfigError(
             "model.tie_embeddings: 'all' gives the source and target one embedding matrix, "
             "which needs one vocabulary for both sides: set data.shared_vocab: true "
             "(or tie_embeddings: target). Received: data.shared_vocab=False"
         )
-    return dataclasses.replace(config, model=dict(model))
+    return config
 
 
 def load_run_config(path=None, overrides=()):

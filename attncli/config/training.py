@@ -8,9 +8,9 @@ from typing import Literal
 
 from attncli.config.schema import check_choices
 
-# The `stop_metric`s of each task, its own first; and whether a metric is better lower.
+# The `stop_metric`s of each task, its own first (`attncli.training.stop_metric` compares
+# them).
 STOP_METRICS = {"translation": ("bleu", "chrf", "loss"), "pronunciation": ("wer", "per", "loss")}
-LOWER_IS_BETTER = ("loss", "per", "wer")
 
 
 @dataclasses.dataclass(frozen=True)
