@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from attncli_runs import attncli
 from cli_errors import one_line_error
 from typer.testing import CliRunner
 
@@ -160,3 +161,14 @@ def test_a_bad_decoding_section_is_one_line_naming_the_file(parts, tmp_path, dec
         line = one_line_error(result)
         assert line.startswith(f"Error: {named}") and message in line
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["translate", "export"])
+def test_a_bad_decoding_section_is_one_line_from_the_installed_command(parts, tmp_path, command):
+    directory = tmp_path / "model"
+    saving.save_model(directory, *parts, metadata={"decoding": {"beam_size": 0}})
+    arguments = [directory, "hola"] if command == "translate" else [directory, tmp_path / "out"]
+    line = one_line_error(attncli(command, *arguments, cwd=tmp_path))
+    assert line == (f"Error: {directory / 'config.json'}: decoding: beam_size must be >= 1. "
+                    "Received: beam_size=0")
