@@ -529,6 +529,13 @@ def inspect_weights(
                      help="Save one PNG per sentence into this folder, named by line "
                      "number (1.png, 2.png, ...; 01.png, ... from 10 lines on)."),
     ] = None,
+    html: Annotated[
+        Path | None,
+        typer.Option(metavar="FILE",
+                     help="Also write the sentence's attention as one self-contained HTML "
+                     "page (every attention, layer, head and step) that opens with no "
+                     "server."),
+    ] = None,
     cell_weights: Annotated[
         bool, typer.Option("--cell-weights", help="Print each weight in its cell of the "
                            "PNG, with --decimals digits.")
@@ -562,4 +569,4 @@ def inspect_weights(
 
     inspect(run_path=run, text=text, beam=beam, png=png, step=step, params=params,
             decimals=decimals, attention=attention, layer=layer, head=head,
-            input_file=input_file, png_dir=png_dir, cell_weights=cell_weights)
+            input_file=input_file, png_dir=png_dir, cell_weights=cell_weights, html=html)

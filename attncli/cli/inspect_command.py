@@ -7,6 +7,8 @@
     --png-dir DIR   one picture per sentence: DIR/1.png, DIR/2.png, ... numbered by
                     line (zero-padded to the same width), an empty line skipped
     --cell-weights  print each weight in its cell of the pictures (--decimals digits)
+    --html FILE     the sentence's attention as one self-contained page: every
+                    attention, layer, head and step, embedded (`attncli.serve.page`)
     --step T        the worked-example table of `score-demo` for query T, computed
                     by the model (`Seq2Seq.trace`): each key's score, softmax weight
                     and weighted value, and the context
@@ -217,13 +219,20 @@ def _console():
 
 
 def inspect(*, run_path, text, beam, png, step, params, decimals, attention=None,
-            layer=None, head=None, input_file=None, png_dir=None, cell_weights=False):
+            layer=None, head=None, input_file=None, png_dir=None, cell_weights=False,
+            html=None):
     """Run `attncli inspect-weights`; returns the process exit code."""
     _check_options(
         text=text, input_file=input_file, beam=beam, png=png, png_dir=png_dir,
         cell_weights=cell_weights, step=step, params=params, decimals=decimals,
         attention=attention, layer=layer, head=head,
     )
+    if html is not None:
+        from attncli.serve.page import check_html_path, write_offline_page
+
+        if not text:
+            raise AttncliError("--html writes one sentence's page: use it with --text \"...\"")
+        check_html_path(html)
     lines = [text] if text else (read_sentences(input_file) if input_file is not None else [])
     directory = model_directory(run_path)
 
@@ -271,6 +280,10 @@ def inspect(*, run_path, text, beam, png, step, params, decimals, attention=None
             out.print(f"saved {path}", highlight=False, markup=False)
     if missing:
         print(glyph_notice(sorted(missing)), file=sys.stderr)
+    if html is not None:
+        name = directory.parent.name if directory.name == "model" else directory.name
+        write_offline_page(html, shown[1][0], name, search)
+        out.print(f"saved {html}", highlight=False, markup=False)
     if record is not None:
         tokens = shown[1][0].tokens
         previous = "<start>" if record.step == 1 else tokens[record.step - 2]
