@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from attncli.cli.translate_command import model_directory
+from attncli.cli.runs import model_directory
 from attncli.errors import AttncliError
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
