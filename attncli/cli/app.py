@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 from typer.core import TyperArgument, TyperGroup
 
-from attncli.errors import AttncliError
+from attncli.errors import AttncliError, shown
 from attncli.own_layers import check_own_layers
 from attncli.scores import DEMO_SCORES
 from attncli.serve.limits import Limits
@@ -36,6 +36,7 @@ class AttncliGroup(TyperGroup):
     """
 
     def make_context(self, info_name, args, parent=None, **extra):
+        _check_utf8(args)
         try:
             return super().make_context(info_name, args, parent=parent, **extra)
         except _UsageError as error:
@@ -96,6 +97,20 @@ class _ShownArgument(TyperArgument):
     def get_usage_pieces(self, ctx):
         name = self.metavar + ("..." if self.nargs != 1 else "")
         return [name if self.required else f"[{name}]"]
+
+
+def _check_utf8(args):
+    """Refuse an argument that is not UTF-8 (Python keeps its bytes as lone surrogates,
+    which neither TensorFlow, the terminal nor a UTF-8 file can take)."""
+    for number, arg in enumerate(args, start=1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            typer.echo(f"Error: argument {number}, {shown(arg)}, is not valid UTF-8; attncli "
+                       "takes text, file and folder names in UTF-8", err=True)
+            raise typer.Exit(code=2) from None
+        except AttributeError:  # not a string: given in Python, not on a command line
+            continue
 
 
 def _report_usage_error(error):

@@ -41,7 +41,7 @@ from attncli.cli.render import check_decimals
 from attncli.cli.runs import model_directory, split_lines
 from attncli.cli.step_table import step_table
 from attncli.cli.tables import print_fitted
-from attncli.errors import AttncliError
+from attncli.errors import AttncliError, clipped
 
 # Piped output is laid out this wide unless COLUMNS is set: the tables are the result.
 PIPED_WIDTH = 200
@@ -105,7 +105,7 @@ def _check_options(*, text, input_file, beam, png, png_dir, cell_weights, step, 
     if chosen and not sentences:
         raise AttncliError(f"{chosen[0]} needs the sentence to look at: add --text \"...\"")
     if attention not in (None, "cross", "encoder", "decoder"):
-        raise AttncliError(f"--attention {attention}: choose cross, encoder or decoder")
+        raise AttncliError(f"--attention {clipped(attention)}: choose cross, encoder or decoder")
     for name, value in (("--layer", layer), ("--head", head)):
         if value is not None and value < 1:
             raise AttncliError(f"{name} must be >= 1, got {value}")

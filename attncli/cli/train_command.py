@@ -6,6 +6,7 @@ the chief trains in the run directory, every other worker in its own beside it
 (`attncli.training.distribution`), and only the chief prints the summary.
 """
 
+import copy
 import dataclasses
 import json
 import logging
@@ -30,11 +31,15 @@ _EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
 RESUMABLE_OVERRIDES = ("training.epochs", "training.max_minutes", "training.patience")
 
 
-def resolve_run(config_path, overrides, run_dir, data_dir, resume, overwrite):
+def resolve_run(config_path, overrides, run_dir, data_dir, resume, overwrite,
+                load_tensorflow=None):
     """The configuration, run directory and cluster role of a `train` call.
 
     A resumed run trains with the configuration it saved; only how long it goes on
-    (`RESUMABLE_OVERRIDES`) may be changed, and the change is saved with the run.
+    (`RESUMABLE_OVERRIDES`) may be changed, and the change is saved with the run. A
+    saved configuration that is no longer valid is named as the run's own file.
+    A `drop_pattern` is compiled by RE2 before the run directory is made, TensorFlow
+    loaded for it by `load_tensorflow` (a callable) if one is given.
 
     Returns:
         `(config, run, role)`: `role` is the `ClusterRole` of a multi-worker run, else
@@ -52,7 +57,19 @@ def resolve_run(config_path, overrides, run_dir, data_dir, resume, overwrite):
         worker_dir = _worker_directory(run_dir)
         run = RunDirectory.open(worker_dir if worker_dir.exists() else run_dir)
         run.lock()
+        if not run.config_path.is_file():
+            raise AttncliError(
+                f"{run.config_path} is missing: the run cannot be resumed without the "
+                "configuration it trained with; put it back, or start again with --overwrite"
+            )
         mapping = load_yaml(run.config_path)
+        try:
+            saved = run_config_from_mapping(copy.deepcopy(mapping))
+            _check_patterns(saved.data, load_tensorflow)
+        except AttncliError as error:
+            raise AttncliError(
+                f"{run.config_path}, the configuration the run saved, is damaged: {error}"
+            ) from None
         for override in overrides:
             key = override.partition("=")[0].strip()
             if key not in RESUMABLE_OVERRIDES:
@@ -72,6 +89,7 @@ def resolve_run(config_path, overrides, run_dir, data_dir, resume, overwrite):
             run.log(f"resumed with {' '.join(overrides)}")
         return config, run, role
     config = load_run_config(config_path, overrides)
+    _check_patterns(config.data, load_tensorflow)
     data_paths(config.data, data_dir)
     if data_dir is not None or config.data.directory is not None:
         # Saved absolute, so that resuming from anywhere reads the same files.
@@ -90,6 +108,20 @@ def resolve_run(config_path, overrides, run_dir, data_dir, resume, overwrite):
         run.discard()
         raise
     return config, run, role
+
+
+def _check_patterns(data, load_tensorflow):
+    """Refuse a `drop_pattern` of `data` that RE2 cannot compile."""
+    patterns = {side: getattr(data, side).drop_pattern for side in ("source", "target")}
+    if all(pattern is None for pattern in patterns.values()):
+        return
+    if load_tensorflow is not None:
+        load_tensorflow()
+    from attncli.data.tokenization import check_drop_pattern
+
+    for side, pattern in patterns.items():
+        if pattern is not None:
+            check_drop_pattern(pattern, f"data.{side}.drop_pattern")
 
 
 def _role(config):
@@ -122,7 +154,7 @@ def train(*, config_path, overrides, run_dir, data_dir, resume, overwrite, conso
     """
     config, run, role = resolve_run(
         config_path, overrides, run_dir=run_dir, data_dir=data_dir, resume=resume,
-        overwrite=overwrite,
+        overwrite=overwrite, load_tensorflow=load_tensorflow,
     )
     _quiet_corpus_warnings()
     try:

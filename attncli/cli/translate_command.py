@@ -47,7 +47,7 @@ from pathlib import Path
 
 from attncli.cli.line_stream import LineReader, decode_utf8, list_batches
 from attncli.cli.runs import model_directory, split_lines
-from attncli.errors import AttncliError
+from attncli.errors import AttncliError, shown
 
 FORMATS = ("text", "tsv", "json")
 BUFFERED_BATCHES = 4
@@ -260,7 +260,7 @@ def translate(*, run_path, texts, input_file, beam, alpha, n_best, output_format
     """Run `attncli translate`; returns the process exit code."""
     if output_format not in FORMATS:
         raise AttncliError(
-            f"--format {output_format!r} is not a format; choose one of {', '.join(FORMATS)}"
+            f"--format {shown(output_format)} is not a format; choose one of {', '.join(FORMATS)}"
         )
     if batch_size < 1:
         raise AttncliError(f"--batch-size must be >= 1. Received: --batch-size={batch_size}")

@@ -13,6 +13,7 @@ the message is reported with the dataclass's path.
 
 import dataclasses
 import functools
+import math
 import re
 import types
 import typing
@@ -38,18 +39,45 @@ class _DuplicateKey(yaml.MarkedYAMLError):
 # error message) would pay for.
 MAX_ALIAS_EXPANSION = 100_000
 
+# How deeply lists and mappings may nest in a document. A configuration nests three or
+# four levels; every pass over a value (PyYAML's own included) recurses once per level,
+# and a few hundred levels in a kilobyte would exhaust Python's stack.
+MAX_DEPTH = 32
+
 
 class _AliasExpansion(yaml.MarkedYAMLError):
     fix = "write the values out, or use fewer nested aliases"
 
 
+class _TooDeep(yaml.MarkedYAMLError):
+    fix = f"attncli reads at most {MAX_DEPTH} levels"
+
+
 class _Loader(yaml.SafeLoader):
     """`yaml.SafeLoader` that refuses a key given twice in one mapping, reads `1e-3`, and
-    refuses a document whose aliases expand it past `MAX_ALIAS_EXPANSION` values.
+    refuses a document whose aliases expand it past `MAX_ALIAS_EXPANSION` values or
+    whose lists and mappings nest deeper than `MAX_DEPTH`.
 
     PyYAML keeps the last of two equal keys without a word, and follows YAML 1.1, where
     a float needs a dot (`1e-3` is a string); YAML 1.2 and every user read it as 0.001.
     """
+
+    depth = 0
+
+    def compose_node(self, parent, index):
+        # Composing recurses once per level: counted here, before the stack runs out.
+        if self.depth >= MAX_DEPTH and (
+            self.check_event(yaml.SequenceStartEvent) or self.check_event(yaml.MappingStartEvent)
+        ):
+            raise _TooDeep(
+                problem=f"lists and mappings nest deeper than {MAX_DEPTH} levels",
+                problem_mark=self.peek_event().start_mark,
+            )
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
 
     def construct_document(self, node):
         _check_expansion(node)
@@ -237,7 +265,7 @@ def apply_overrides(mapping, overrides):
             )
         try:
             value = _load(text) if text.strip() else ""
-        except _AliasExpansion as error:
+        except (_AliasExpansion, _TooDeep) as error:
             raise ConfigError(f"--set {shown(key)}: {error.problem}; {error.fix}") from None
         except yaml.YAMLError:
             raise ConfigError(
@@ -294,9 +322,24 @@ def _convert(annotation, value, path):
         accepted, _ = _SCALARS[annotation]
         if not isinstance(value, accepted) or (isinstance(value, bool) and annotation is not bool):
             raise ConfigError(_must_be(path, _expected(annotation), value))
-        return float(value) if annotation is float else value
+        if annotation is int and not _INT64[0] <= value <= _INT64[1]:
+            raise ConfigError(_must_be(path, "an integer between -2**63 and 2**63 - 1", value))
+        if annotation is float:
+            try:
+                number = float(value)
+            except OverflowError:  # an integer of hundreds of digits
+                number = math.inf
+            # NaN passes every range check (each comparison is False) and an infinity
+            # passes every lower bound: neither is a setting.
+            if not math.isfinite(number):
+                raise ConfigError(_must_be(path, "a finite number", value))
+            return number
+        return value
     raise TypeError(f"{path}: unsupported field type {annotation!r}")
 
+
+# Every integer setting fits TensorFlow's int64.
+_INT64 = (-(2**63), 2**63 - 1)
 
 # The scalar field types: the Python types a YAML value may have, and their name in
 # messages. `bool` is an `int` in Python but never a valid integer or number here.

@@ -3,6 +3,13 @@
 import dataclasses
 import math
 
+from attncli.errors import clipped
+
+# The longest translations a search may be asked for: a translation this many times
+# its source's length, plus this many tokens.
+MAX_LENGTH_RATIO = 1000
+MAX_LENGTH_OFFSET = 100_000
+
 
 @dataclasses.dataclass(frozen=True)
 class SearchConfig:
@@ -16,10 +23,10 @@ class SearchConfig:
         n_best: int in `[1, beam_size]`, hypotheses returned per sentence, or None for
             `beam_size` (see `returned`). Defaults to 1, whatever the beam: a larger
             beam searches wider and still returns the best hypothesis alone.
-        max_length_ratio: float >= 0; a sentence's translation has at most
+        max_length_ratio: float in [0, 1000]; a sentence's translation has at most
             `ceil(max_length_ratio * source_length) + max_length_offset` tokens.
             Defaults to 2.0.
-        max_length_offset: int >= 1. Defaults to 10.
+        max_length_offset: int in [1, 100000]. Defaults to 10.
     """
 
     beam_size: int = 1
@@ -38,15 +45,17 @@ class SearchConfig:
             )
         if not (math.isfinite(self.alpha) and self.alpha >= 0):
             raise ValueError(f"alpha must be a finite number >= 0. Received: alpha={self.alpha}")
-        if not (math.isfinite(self.max_length_ratio) and self.max_length_ratio >= 0):
+        # The bound is computed in int32 (`max_target_lengths`): both terms stay far below.
+        if not (math.isfinite(self.max_length_ratio)
+                and 0 <= self.max_length_ratio <= MAX_LENGTH_RATIO):
             raise ValueError(
-                "max_length_ratio must be a finite number >= 0. "
+                f"max_length_ratio must be a number in [0, {MAX_LENGTH_RATIO}]. "
                 f"Received: max_length_ratio={self.max_length_ratio}"
             )
-        if self.max_length_offset < 1:
+        if not 1 <= self.max_length_offset <= MAX_LENGTH_OFFSET:
             raise ValueError(
-                "max_length_offset must be >= 1. "
-                f"Received: max_length_offset={self.max_length_offset}"
+                f"max_length_offset must be in [1, {MAX_LENGTH_OFFSET}]. "
+                f"Received: max_length_offset={clipped(str(self.max_length_offset))}"
             )
 
     @property

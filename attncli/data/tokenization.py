@@ -108,13 +108,18 @@ class Tokenizer:
     ):
         if level not in LEVELS:
             raise DataError(
-                f"tokenizer level must be one of {', '.join(LEVELS)}. Received: level={level!r}"
+                f"tokenizer level must be one of {', '.join(LEVELS)}. Received: level={shown(level)}"
             )
         if normalization is not None and normalization not in NORMALIZATIONS:
             raise DataError(
                 f"normalization must be one of {', '.join(NORMALIZATIONS)} or None. "
-                f"Received: normalization={normalization!r}"
+                f"Received: normalization={shown(normalization)}"
             )
+        for name, flag in (("lowercase", lowercase), ("strip_accents", strip_accents)):
+            if not isinstance(flag, bool):
+                raise DataError(f"{name} must be true or false. Received: {name}={shown(flag)}")
+        if drop_pattern is not None:
+            check_drop_pattern(drop_pattern)
         self.level = level
         self.normalization = normalization
         self.lowercase = lowercase
@@ -161,8 +166,10 @@ class Tokenizer:
         path = Path(directory) / f"{name}.tokenizer.json"
         try:
             config = json.loads(path.read_text("utf-8"))
+        except FileNotFoundError:
+            raise DataError(f"{path} is missing; copy its directory again") from None
         except (OSError, ValueError) as error:
-            raise DataError(f"cannot read tokenizer settings {path}: {error}") from error
+            raise DataError(f"cannot read tokenizer settings {path}: {error}") from None
         if not isinstance(config, dict):
             raise DataError(f"{path} is damaged: expected a mapping of settings")
         expected = set(cls("word").get_config())
@@ -170,8 +177,12 @@ class Tokenizer:
         if unknown or missing:
             what = f"unknown key {shown(unknown[0])}" if unknown else f"no {missing[0]!r}"
             raise DataError(f"{path} is damaged ({what}); copy its directory again")
+        try:
+            settings = cls(**config)
+        except DataError as error:
+            raise DataError(f"{path} is damaged ({error}); copy its directory again") from None
         vocabulary = Vocabulary.load(Path(directory) / f"{name}.vocab.txt")
-        return cls(**config, vocabulary=vocabulary)
+        return settings.with_vocabulary(vocabulary)
 
     def normalize(self, texts) -> tf.Tensor:
         """Normalised strings, same shape as `texts`."""
@@ -284,6 +295,23 @@ class Tokenizer:
         if self.vocabulary is None:
             raise DataError(f"the {self.level} tokenizer needs a vocabulary to {action}")
         return self.vocabulary
+
+
+def check_drop_pattern(pattern, name="drop_pattern"):
+    """Refuse a `drop_pattern` that RE2 (TensorFlow's regular expressions) cannot compile.
+
+    Raises:
+        DataError: `"NAME is not an RE2 pattern (RE2's reason). Received: NAME='['"`.
+    """
+    if not isinstance(pattern, str):
+        raise DataError(f"{name} must be a string. Received: {name}={shown(pattern)}")
+    try:
+        tf.strings.regex_full_match("", pattern)
+    except tf.errors.InvalidArgumentError as error:
+        reason = error.message.strip().splitlines()[0] if error.message.strip() else "invalid"
+        raise DataError(
+            f"{name} is not an RE2 pattern ({shown(reason)}). Received: {name}={shown(pattern)}"
+        ) from None
 
 
 def _character_counts(words) -> tuple[dict, set, int]:
