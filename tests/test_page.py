@@ -17,8 +17,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attncli_runs import attncli, start, stop, succeeds, trained, wait_for  # noqa: F401
+from typer.testing import CliRunner
 
+from attncli_runs import attncli, start, stop, succeeds, trained, wait_for  # noqa: F401
+from cli_errors import one_line_error
+
+from attncli.cli.app import app
 from attncli.serve.page import embedded_json, page_html
 
 CHROMIUM = "/usr/bin/chromium"
@@ -164,7 +168,8 @@ def translated(trained):  # noqa: F811
 
 
 @pytest.mark.slow
-def test_the_offline_file_shows_the_attention_and_walks_a_step(tab, trained, translated):  # noqa: F811
+def test_the_offline_file_shows_the_attention_and_walks_a_step(
+        tab, trained, translated):  # noqa: F811
     page_file = trained.parent / "pages" / "hungry.html"  # the folder is made
     succeeds(attncli("inspect-weights", trained, "--text", SENTENCE, "--html", page_file,
                      cwd=trained.parent))
@@ -178,11 +183,18 @@ def test_the_offline_file_shows_the_attention_and_walks_a_step(tab, trained, tra
 
 
 @pytest.mark.slow
-def test_a_bad_html_name_is_one_line(trained):  # noqa: F811
-    result = attncli("inspect-weights", trained, "--text", SENTENCE, "--html", "page.txt",
-                     cwd=trained.parent)
-    assert result.returncode == 2 and "--html page.txt" in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
+@pytest.mark.parametrize("arguments, message", [
+    (["--text", SENTENCE, "--html", "page.txt"], "--html page.txt: the page is an HTML file"),
+    (["--text", SENTENCE, "--html", "missing/deeper/page.html"], "no such folder missing"),
+    (["--input", "lines.txt", "--html", "page.html"], "use it with --text"),
+])
+def test_a_bad_html_option_is_one_line(trained, arguments, message, tmp_path,  # noqa: F811
+                                       monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "lines.txt").write_text(SENTENCE + "\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["inspect-weights", str(trained), *arguments])
+    assert message in one_line_error(result)
+    assert not any(tmp_path.glob("**/*.htm*"))
 
 
 # ---- with a server ----------------------------------------------------------------------
