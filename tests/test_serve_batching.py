@@ -16,7 +16,8 @@ from attncli.serve.registry import Registry
 
 
 def batcher(run, **settings):
-    options = {"measure": lambda key, texts: [1] * len(texts), "run": run,
+    options = {"measure": lambda key, requests: [[1] * len(texts) for texts in requests],
+               "run": run,
                "batch_tokens": 100, "batch_wait": 0.0, "max_queue": 1000, **settings}
     return Batcher(**options)
 
@@ -93,10 +94,9 @@ def test_a_failed_batch_fails_its_requests_and_the_next_batch_is_served():
             raise RuntimeError("the model failed")
         return texts
 
-    def measure(key, texts):
-        if "refused" in texts:
-            raise RequestError(413, "too long")
-        return [1] * len(texts)
+    def measure(key, requests):
+        return [RequestError(413, "too long") if "refused" in texts else [1] * len(texts)
+                for texts in requests]
 
     async def main():
         worker = batcher(run, measure=measure)
@@ -136,8 +136,8 @@ class FakeModel:
     def search(self, beam=None, alpha=None, n_best=None):
         return (beam, alpha, n_best)
 
-    def measure(self, search, texts):
-        return [1] * len(texts)
+    def measure(self, search, requests):
+        return [[1] * len(texts) for texts in requests]
 
     def translate(self, search, weights, texts):
         self.release.wait(30)

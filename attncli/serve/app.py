@@ -60,7 +60,7 @@ def create_app(registry, limits, token=None, load=None, on_loaded=None):
             once every model is ready).
     """
     batcher = Batcher(
-        measure=lambda key, texts: registry.models[key[0]].measure(key[1], texts),
+        measure=lambda key, requests: registry.models[key[0]].measure(key[1], requests),
         run=lambda key, texts: registry.models[key[0]].translate(key[1], key[2], texts),
         batch_tokens=limits.batch_tokens,
         batch_wait=limits.batch_wait_ms / 1000,
@@ -155,10 +155,9 @@ def create_app(registry, limits, token=None, load=None, on_loaded=None):
             raise RequestError(422, "text: it is empty; give a sentence")
 
         def work():
-            try:
-                model.measure(search, [text])
-            except TextTooLong as error:
-                raise _too_long(error, "text", limits) from None
+            [measured] = model.measure(search, [[text]])
+            if isinstance(measured, TextTooLong):
+                raise _too_long(measured, "text", limits)
             view = model.inspect(text, search)
             return view if step is None else view.step(*step).to_dict(width=8)
 

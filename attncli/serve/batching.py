@@ -4,12 +4,14 @@ The event loop hands each request's texts to `Batcher.submit` and awaits a futur
 worker thread does everything else, so the loop never waits on TensorFlow (which
 releases the GIL while it computes):
 
-1. Intake: the texts of every request that arrived are measured (`measure`, one call
-   per request: its texts' costs, or a refusal), then queued in the group of requests
-   with the same key (model and search settings: only they can share a batch).
+1. Intake: the texts of the requests that arrived are measured (`measure`, one call per
+   key for all its requests: each text's cost, or a request's refusal), then queued in
+   the group of requests with the same key (model and search settings: only they can
+   share a batch).
 2. Waiting: the group whose oldest request arrived first is served next. While its
    texts cost less than the budget, it waits for more, until `batch_wait` after that
-   request arrived.
+   request arrived or after the last batch ended, whichever is later (clients whose
+   answers that batch just sent are likely to send again: under load, batches fill).
 3. Batching, fairly: the group's requests give chunks of at most `chunk_texts` texts in
    turn (round robin: a request that gave a chunk goes to the back) until the batch's
    cost reaches `batch_tokens`. A request of 500 texts gives one chunk per turn, so
@@ -55,9 +57,10 @@ class Batcher:
     """Merges requests into batches and runs them on one worker thread.
 
     Args:
-        measure: `measure(key, texts)` -> one cost per text (source tokens times the
-            beam), called on the worker thread; an exception refuses the request
-            (it is raised by the request's future).
+        measure: `measure(key, requests)`, with `requests` a list of lists of texts,
+            -> for each request, a list of one cost per text (source tokens times the
+            beam), or an exception that refuses it (its future raises it); called on
+            the worker thread.
         run: `run(key, texts)` -> one result per text, in order, on the worker thread.
         batch_tokens: a batch's budget: the sum of its texts' costs. A batch's first
             text is taken whatever its cost.
@@ -79,6 +82,7 @@ class Batcher:
         self._pending = 0  # texts and calls not yet answered (shared with the loop)
         self._closing = False
         self._groups = {}  # key -> deque of measured jobs (worker thread only)
+        self._last_batch_end = 0.0  # time.monotonic() (worker thread only)
         self._thread = threading.Thread(target=self._work, name="attncli-batcher", daemon=True)
 
     def start(self):
@@ -147,21 +151,30 @@ class Batcher:
                     return
                 intake, self._intake = self._intake, []
                 calls, self._calls = self._calls, []
-            for job in intake:
-                self._admit(job)
+            self._admit(intake)
             for function, future, loop in calls:
                 self._run_call(function, future, loop)
             parts = self._next_batch()
             if parts:
                 self._run_batch(parts)
+                self._last_batch_end = time.monotonic()
 
-    def _admit(self, job):
-        try:
-            job.costs = self.measure(job.key, job.texts)
-        except Exception as error:  # noqa: BLE001  a refusal, or a failure: the request's
-            self._fail(job, error)
-            return
-        self._groups.setdefault(job.key, collections.deque()).append(job)
+    def _admit(self, intake):
+        """Measures the jobs of `intake`, one call per key, and queues them by key."""
+        by_key = {}
+        for job in intake:
+            by_key.setdefault(job.key, []).append(job)
+        for key, jobs in by_key.items():
+            try:
+                measured = self.measure(key, [job.texts for job in jobs])
+            except Exception as error:  # noqa: BLE001  a failure: each request's
+                measured = [error] * len(jobs)
+            for job, costs in zip(jobs, measured):
+                if isinstance(costs, Exception):
+                    self._fail(job, costs)
+                else:
+                    job.costs = costs
+                    self._groups.setdefault(key, collections.deque()).append(job)
 
     def _run_call(self, function, future, loop):
         try:
@@ -181,7 +194,7 @@ class Batcher:
             return None
         key = min(self._groups, key=lambda key: self._groups[key][0].arrived)
         jobs = self._groups[key]
-        deadline = jobs[0].arrived + self.batch_wait
+        deadline = max(jobs[0].arrived, self._last_batch_end) + self.batch_wait
         waiting = sum(sum(job.costs[job.next:]) for job in jobs)
         with self._ready:
             now = time.monotonic()

@@ -20,6 +20,9 @@ from attncli.serve.limits import RequestError
 
 #: Translators kept per model beside those traced at start-up (least recently used go).
 KEPT_TRANSLATORS = 8
+#: Sentences per search call: a batch is sorted by length and cut into calls of this
+#: many, as `attncli translate` does (similar lengths pad less).
+TRANSLATE_BATCH = 64
 #: Attention views kept per model for `/step` after `/inspect` (least recently used go).
 KEPT_VIEWS = 32
 
@@ -58,6 +61,7 @@ class ServedModel:
         self._started = {}  # translators traced at start-up, never dropped
         self._translators = collections.OrderedDict()
         self._views = collections.OrderedDict()
+        self._source_lengths = None
 
     def describe(self):
         """What `GET /models` says of this model."""
@@ -103,7 +107,7 @@ class ServedModel:
             if search not in self._started:
                 self._started[search] = self._translator(search, False)
                 self._started[search].translate(["."])
-        self.measure(self.defaults, ["."])
+        self.measure(self.defaults, [["."]])
 
     def translator(self, search, weights):
         """The `Translator` of `search` (with attention weights if `weights`)."""
@@ -121,26 +125,37 @@ class ServedModel:
     def _translator(self, search, weights):
         return self.loaded.translator(search, attention_weights=weights)
 
-    def measure(self, search, texts):
-        """Each text's cost for the batch budget: its source tokens times the beam.
-
-        Raises:
-            TextTooLong: for the first text whose search may emit more than
-                `max_output_tokens` tokens.
-        """
+    def measure(self, search, requests):
+        """The cost of each text of each request (a list of lists of texts) for the
+        batch budget: its source tokens times the beam; for a request with a text whose
+        search may emit more than `max_output_tokens` tokens, a `TextTooLong` instead."""
         import tensorflow as tf
 
-        tokens = self.loaded.source_tokenizer.tokenize(tf.constant(texts, tf.string))
-        lengths = tokens.row_lengths().numpy() + int(self.loaded.source_end)
-        for position, length in enumerate(lengths.tolist()):
+        if self._source_lengths is None:
+            # One graph, traced once: eager tokenization costs ten times as much.
+            self._source_lengths = tf.function(
+                lambda texts: self.loaded.source_tokenizer.tokenize(texts).row_lengths(),
+                input_signature=[tf.TensorSpec([None], tf.string)], autograph=False,
+            )
+        texts = [text for request in requests for text in request]
+        lengths = self._source_lengths(tf.constant(texts, tf.string)).numpy()
+        lengths = (lengths + int(self.loaded.source_end)).tolist()
+        measured, start = [], 0
+        for request in requests:
+            measured.append(self._costs(search, lengths[start : start + len(request)]))
+            start += len(request)
+        return measured
+
+    def _costs(self, search, lengths):
+        for position, length in enumerate(lengths):
             longest = math.ceil(search.max_length_ratio * length) + search.max_length_offset
             if longest > self.limits.max_output_tokens:
-                raise TextTooLong(position, length, longest)
-        return [max(length, 1) * search.beam_size for length in lengths.tolist()]
+                return TextTooLong(position, length, longest)
+        return [max(length, 1) * search.beam_size for length in lengths]
 
     def translate(self, search, weights, texts):
         """The `Translation` of each text, in one batch."""
-        return self.translator(search, weights).translate(texts, batch_size=len(texts))
+        return self.translator(search, weights).translate(texts, batch_size=TRANSLATE_BATCH)
 
     def inspect(self, text, search):
         """The `SentenceView` of `text`'s best translation (kept for `step`)."""
@@ -183,8 +198,13 @@ class Registry:
 
     def load(self, report=None):
         """Load every model and trace its searches; `report(line)` says what is done."""
+        import tensorflow as tf
+
         from attncli.search.ensemble import load_ensemble
 
+        # Each search a request asks for is traced once, by design: TensorFlow's warning
+        # that many functions were traced says nothing to act on here.
+        tf.get_logger().setLevel("ERROR")
         for name, directories in self.specs:
             model = ServedModel(name, load_ensemble(directories), len(directories),
                                 self.limits)

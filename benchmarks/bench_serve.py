@@ -1,0 +1,257 @@
+"""`attncli serve` measured: latency, throughput and memory against `attncli translate`.
+
+    python -m benchmarks.bench_serve RUN [--server-cpu 0] [--client-cpu 1]
+        [--sentences 2000] [--latency-requests 300] [--memory-requests 100000]
+
+The server (`attncli serve RUN --port 0`, default limits) runs pinned to one core
+(`taskset -c SERVER_CPU`), this process (the clients) to another; requests go over
+loopback. The sentences are the first `--sentences` validation sources of the
+run's corpus (read as `benchmarks.default_text` reads them). Printed, as a Markdown
+table:
+
+- latency: one sentence per request, one request at a time on a kept connection,
+  greedy and beam 5: p50/p95/p99 in ms, against the wall time of `attncli translate RUN
+  SENTENCE` (the whole process, pinned to the same core; the median of three) as a ratio;
+- throughput: `C` clients (1, 8, 64, 256), each on its own kept connection sending one
+  sentence per request, until the sentences are all translated (greedy), in sentences
+  per second, against the offline rate: the same sentences translated as `attncli
+  translate --input` translates them (`translate_lines` over buffers of
+  `BUFFERED_BATCHES` batches of 64), after start-up (model loaded, search traced), in a
+  process pinned to the server's core and timed inside it;
+- memory: the server's resident set (VmRSS) once ready, after 1,000 requests and after
+  `--memory-requests` requests (0 skips the long run), with the growth from the first.
+
+The clients speak HTTP/1.1 on raw asyncio streams, so that they cost the client core
+little next to the server's.
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+
+
+def validation_sources(run, count, data_dir=None):
+    """The first `count` validation sources of the run's corpus."""
+    from attncli.config.data import read_splits
+    from attncli.config.run import load_run_config
+
+    config = load_run_config(Path(run) / "config.yaml")
+    return list(read_splits(config.data, data_dir).valid.sources[:count])
+
+
+def offline_rate(run, path, beam):
+    """Sentences per second of `attncli translate --input` after start-up (this process)."""
+    from attncli.cli.runs import model_directory
+    from attncli.cli.translate_command import BUFFERED_BATCHES, search_config, translate_lines
+    from attncli.search.ensemble import load_ensemble
+
+    loaded = load_ensemble([model_directory(run)])
+    translator = loaded.translator(search_config(loaded.search, beam, None, None),
+                                   attention_weights=False)
+    lines = Path(path).read_text("utf-8").split("\n")[:-1]
+    translate_lines(translator, lines[:64])  # start-up: the search is traced
+    started, cpu_started = time.perf_counter(), time.process_time()
+    for start in range(0, len(lines), 64 * BUFFERED_BATCHES):
+        translate_lines(translator, lines[start : start + 64 * BUFFERED_BATCHES])
+    print(json.dumps({"sentences": len(lines), "seconds": time.perf_counter() - started,
+                      "cpu_seconds": time.process_time() - cpu_started}))
+
+
+def pinned(cpu, *command):
+    return ["taskset", "-c", str(cpu), *map(str, command)]
+
+
+def one_sentence_translate(run, sentence, beam, cpu, repeats=3):
+    """The median wall seconds of `attncli translate RUN SENTENCE --beam BEAM`."""
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        subprocess.run(pinned(cpu, sys.executable, "-m", "attncli", "translate", run, sentence,
+                              "--beam", beam), env=ENV, check=True, capture_output=True)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+class Connection:
+    """One kept HTTP/1.1 connection: `await post(body)` -> (status, JSON)."""
+
+    def __init__(self, host, port):
+        self.host, self.port = host, port
+        self.reader = self.writer = None
+
+    async def post(self, path, body):
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        data = json.dumps(body).encode("utf-8")
+        self.writer.write(
+            f"POST {path} HTTP/1.1\r\nHost: {self.host}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(data)}\r\n\r\n".encode("latin-1") + data
+        )
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        status = int(head.split(b" ", 2)[1])
+        length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
+        return status, json.loads(await self.reader.readexactly(length))
+
+    def close(self):
+        if self.writer is not None:
+            self.writer.close()
+
+
+async def latencies(host, port, sentences, beam, count):
+    """Seconds of each of `count` one-sentence requests, one at a time."""
+    connection = Connection(host, port)
+    times = []
+    for index in range(count):
+        started = time.perf_counter()
+        status, _ = await connection.post("/translate", {"texts": [sentences[index % len(
+            sentences)]], "beam": beam})
+        times.append(time.perf_counter() - started)
+        assert status == 200, status
+    connection.close()
+    return times
+
+
+async def throughput(host, port, sentences, clients, beam=1):
+    """Sentences per second with `clients` clients sending one sentence per request."""
+    queue = list(reversed(sentences))
+    refused = 0
+
+    async def client():
+        nonlocal refused
+        connection = Connection(host, port)
+        while queue:
+            sentence = queue.pop()
+            status, _ = await connection.post("/translate", {"texts": [sentence], "beam": beam})
+            if status == 503:
+                refused += 1
+                queue.append(sentence)
+            else:
+                assert status == 200, status
+        connection.close()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(clients)))
+    seconds = time.perf_counter() - started
+    return len(sentences) / seconds, refused
+
+
+def resident_mb(pid):
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) / 1024
+
+
+def percentiles(times):
+    ordered = sorted(times)
+    return [1000 * ordered[min(len(ordered) - 1, int(p * len(ordered)))]
+            for p in (0.50, 0.95, 0.99)]
+
+
+def start_server(run, cpu, log):
+    process = subprocess.Popen(
+        pinned(cpu, sys.executable, "-m", "attncli", "serve", run, "--port", 0),
+        env=ENV, stdout=subprocess.DEVNULL, stderr=log,
+    )
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        text = Path(log.name).read_text()
+        if process.poll() is not None:
+            raise SystemExit(f"the server ended:\n{text}")
+        if "ready:" in text:
+            host, port = re.search(r"serving on http://([\d.]+):(\d+)", text).groups()
+            return process, host, int(port)
+        time.sleep(0.2)
+    raise SystemExit("the server was not ready in time")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("run", type=Path, help="a trained run directory")
+    parser.add_argument("--server-cpu", type=int, default=0)
+    parser.add_argument("--client-cpu", type=int, default=1)
+    parser.add_argument("--sentences", type=int, default=2000)
+    parser.add_argument("--latency-requests", type=int, default=300)
+    parser.add_argument("--memory-requests", type=int, default=100_000,
+                        help="requests before the last memory figure; 0 skips it")
+    parser.add_argument("--data", type=Path, default=os.environ.get("ATTNCLI_SHARED_DATA"),
+                        help="data folder of a run that reads files (not the bundled corpus)")
+    parser.add_argument("--offline-rate", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--beam", type=int, default=1, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.offline_rate is not None:
+        return offline_rate(args.run, args.offline_rate, args.beam)
+
+    os.sched_setaffinity(0, {args.client_cpu})
+    sentences = validation_sources(args.run, args.sentences, args.data)
+    folder = Path(tempfile.mkdtemp(prefix="bench_serve_"))
+    (folder / "sentences.txt").write_text("\n".join(sentences) + "\n", "utf-8")
+    load = os.getloadavg()
+
+    offline = json.loads(subprocess.run(
+        pinned(args.server_cpu, sys.executable, "-m", "benchmarks.bench_serve", args.run,
+               "--offline-rate", folder / "sentences.txt", "--beam", 1),
+        env=ENV, check=True, capture_output=True, text=True).stdout)
+    offline_per_second = offline["sentences"] / offline["seconds"]
+    whole = {beam: one_sentence_translate(args.run, sentences[0], beam, args.server_cpu)
+             for beam in (1, 5)}
+
+    with (folder / "server.txt").open("w") as log:
+        server, host, port = start_server(args.run, args.server_cpu, log)
+    try:
+        memory = [("ready", resident_mb(server.pid))]
+        asyncio.run(throughput(host, port, sentences[:1000], 64))
+        served = 1000
+        memory.append((f"after {served:,} requests", resident_mb(server.pid)))
+        rows = []
+        for beam in (1, 5):
+            asyncio.run(latencies(host, port, sentences, beam, 20))  # trace and warm
+            times = asyncio.run(latencies(host, port, sentences, beam, args.latency_requests))
+            served += 20 + args.latency_requests
+            p50, p95, p99 = percentiles(times)
+            rows.append(f"| latency, one sentence, {'greedy' if beam == 1 else f'beam {beam}'} "
+                        f"| {p50:.1f} / {p95:.1f} / {p99:.1f} ms (p50 / p95 / p99) | "
+                        f"{whole[beam]:.2f} s | {whole[beam] / (p50 / 1000):.0f}x faster |")
+        for clients in (1, 8, 64, 256):
+            rate, refused = asyncio.run(throughput(host, port, sentences, clients))
+            served += len(sentences) + refused
+            rows.append(f"| throughput, {clients} client{'s' if clients > 1 else ''}, greedy | "
+                        f"{rate:.0f} sentences/s | {offline_per_second:.0f} sentences/s | "
+                        f"{rate / offline_per_second:.2f}x"
+                        + (f" ({refused} refused: queue full)" if refused else "") + " |")
+        if args.memory_requests:
+            while served < args.memory_requests:
+                asyncio.run(throughput(host, port, sentences, 64))
+                served += len(sentences)
+            memory.append((f"after {served:,} requests", resident_mb(server.pid)))
+    finally:
+        server.terminate()
+        server.wait(timeout=120)
+
+    print(f"\n{args.run}: {len(sentences)} validation sentences; server on CPU "
+          f"{args.server_cpu}, clients on CPU {args.client_cpu}; load average "
+          f"{load[0]:.2f} before, {os.getloadavg()[0]:.2f} after\n")
+    print("| measured | attncli serve | attncli translate | ratio |")
+    print("| --- | ---: | ---: | ---: |")
+    print("\n".join(rows))
+    first = memory[1][1]
+    print("\n| server memory (VmRSS) | MB | growth since 1,000 requests |")
+    print("| --- | ---: | ---: |")
+    for label, megabytes in memory:
+        growth = f"{100 * (megabytes - first) / first:+.1f} %" if label != "ready" else "–"
+        print(f"| {label} | {megabytes:.0f} | {growth} |")
+    print(f"\noffline: {offline['sentences']} sentences in {offline['seconds']:.2f} s after "
+          "start-up, timed inside a process that translates them as attncli translate "
+          "--input does")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
