@@ -28,8 +28,9 @@
     layer: 1, // 1-based
     head: null, // 1-based, or null: the mean of the heads
     step: null, // the walked row, 1-based
-    sequence: 0, // the latest request; older answers are dropped
   };
+  // The latest request of each kind: an older answer that arrives later is dropped.
+  const latest = { translate: 0, inspect: 0, step: 0 };
 
   // ---- small helpers ----------------------------------------------------------------
 
@@ -328,17 +329,17 @@
     const heads = entry.layers[state.layer - 1].heads.length;
     // A walk is one head's computation: the mean of the heads walks head 1.
     const head = heads > 1 ? (state.head === null ? 1 : state.head) : null;
-    const sequence = ++state.sequence;
+    const ticket = ++latest.step;
     state.step = step;
     document.querySelectorAll(".row-label").forEach((button) =>
       button.setAttribute("aria-pressed", String(Number(button.dataset.row) === step - 1)));
     clearError();
     try {
       const record = await fetchStep(head, step);
-      if (sequence !== state.sequence) return;
+      if (ticket !== latest.step) return;
       showWalk(record, entry, heads);
     } catch (error) {
-      if (sequence === state.sequence) showError(error.message);
+      if (ticket === latest.step) showError(error.message);
     }
   }
 
@@ -439,6 +440,10 @@
     section.dataset.head = record.head === null || record.head === undefined ? "" : record.head;
     section.dataset.step = record.step;
     section.hidden = false;
+    // A walk that opens below the screen (on a phone, always) is brought into view.
+    if (section.getBoundingClientRect().top > window.innerHeight - 40) {
+      section.scrollIntoView({ block: "start" });
+    }
   }
 
   // ---- translations -----------------------------------------------------------------
@@ -463,7 +468,7 @@
             element("span", { className: k === 0 ? "translation" : "hypothesis",
               text: hypothesis.text }),
             hypothesis.score === undefined ? null
-              : element("span", { className: "score", title: "log-probability score",
+              : element("span", { className: "score", title: "the search's score",
                 text: fixed(hypothesis.score) })))),
         inspect ? button : null);
     }));
@@ -496,19 +501,21 @@
     return value;
   }
 
-  async function inspectSentence(text, button) {
-    const request = { text, model: byId("model").value || undefined, beam: positive(byId("beam")) };
-    const sequence = ++state.sequence;
+  // `settings`: the model and beam the sentence was translated with.
+  async function inspectSentence(text, settings, button) {
+    const request = { text, ...settings };
+    const ticket = ++latest.inspect;
+    latest.step += 1; // a walk still under way belongs to the view being replaced
     document.querySelectorAll(".inspect").forEach((other) =>
       other.setAttribute("aria-current", String(other === button)));
     busy("looking inside…");
     try {
       const view = await api("inspect", request);
-      if (sequence !== state.sequence) return;
+      if (ticket !== latest.inspect) return;
       showView(view, request);
       byId("about").textContent = settingsText(view.model, view.search);
     } finally {
-      if (sequence === state.sequence) busy("");
+      if (ticket === latest.inspect) busy("");
     }
   }
 
@@ -518,21 +525,20 @@
     const texts = byId("texts").value.split(/\r?\n/).filter((line) => line.trim() !== "");
     try {
       if (texts.length === 0) throw new Error("type a sentence to translate (one per line)");
-      const body = {
-        texts, model: byId("model").value || undefined, beam: positive(byId("beam")),
-        n_best: positive(byId("n-best")),
-      };
+      const settings = { model: byId("model").value || undefined, beam: positive(byId("beam")) };
+      const body = { texts, ...settings, n_best: positive(byId("n-best")) };
       busy("translating…");
-      const sequence = ++state.sequence;
+      const ticket = ++latest.translate;
       const answer = await api("translate", body);
-      if (sequence !== state.sequence) return;
+      if (ticket !== latest.translate) return;
       busy("");
-      const inspect = (text, button) => inspectSentence(text, button).catch((error) => {
-        busy("");
-        showError(error.message);
-      });
+      const inspect = (text, button) => inspectSentence(text, settings, button)
+        .catch((error) => {
+          busy("");
+          showError(error.message);
+        });
       showTranslations(texts, answer.translations, inspect);
-      await inspectSentence(texts[0], document.querySelector(".inspect"));
+      await inspectSentence(texts[0], settings, document.querySelector(".inspect"));
     } catch (error) {
       busy("");
       showError(error.message);
