@@ -10,7 +10,8 @@ leaves the old file as it was and no temporary file behind.
 `replace_directory` does the same for a directory written as a whole (a model): a new
 temporary directory beside it, every file in it synced, then swapped in.
 `new_directory` writes one the same way but never replaces anything: its destination
-must be absent or empty (an exported SavedModel goes where the user says).
+must be absent or empty (an exported SavedModel goes where the user says);
+`clear_abandoned` deletes what a writer killed before the rename left beside it.
 
 Nothing here writes through a symbolic link: `write_atomically` replaces the link
 itself, and `open_to_append` refuses one (`os.O_NOFOLLOW`). A folder that is a link is
@@ -20,8 +21,10 @@ refused by its owner before anything is written (`first_link`, see
 
 import contextlib
 import errno
+import fcntl
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -119,13 +122,15 @@ def replace_directory(destination):
     destination = Path(destination)
     with _staged(destination) as staging:
         yield staging
-    ready = _ready(staging, destination)
-    retired = None
-    if destination.exists():
-        retired = tempfile.mkdtemp(prefix=f".{destination.name}.old.", dir=destination.parent)
-        os.replace(destination, retired)
-    os.replace(ready, destination)
-    _sync(destination.parent)
+        _sync_tree(staging)
+        ready = _ready(staging, destination)
+        retired = None
+        if destination.exists():
+            retired = tempfile.mkdtemp(prefix=f".{destination.name}.old.",
+                                       dir=destination.parent)
+            os.replace(destination, retired)
+        os.replace(ready, destination)
+        _sync(destination.parent)
     if retired is not None:
         shutil.rmtree(retired)
 
@@ -150,15 +155,49 @@ def new_directory(destination):
                               str(destination))
     with _staged(destination) as staging:
         yield staging
-    ready = _ready(staging, destination)
-    try:
-        os.rename(ready, destination)
-    except OSError as error:
-        shutil.rmtree(ready, ignore_errors=True)
-        raise FileExistsError(
-            errno.EEXIST, f"{destination} was filled while it was being written", str(destination)
-        ) from error
-    _sync(destination.parent)
+        _sync_tree(staging)
+        ready = _ready(staging, destination)
+        try:
+            os.rename(ready, destination)
+        except OSError as error:
+            shutil.rmtree(ready, ignore_errors=True)
+            raise FileExistsError(
+                errno.EEXIST, f"{destination} was filled while it was being written",
+                str(destination)
+            ) from error
+        _sync(destination.parent)
+
+
+def clear_abandoned(destination):
+    """Delete the directories that writers killed while writing `destination` left
+    beside it (`.NAME.XXXXXXXX`, `.NAME.ready.XXXXXXXX`); a live writer's is kept.
+
+    A writer holds an `flock` on its directory until it has taken its name (see
+    `_staged`): the kernel releases it when the writer dies, so a directory no one
+    holds is abandoned.
+
+    Returns:
+        The paths deleted.
+    """
+    destination = Path(destination)
+    name = re.compile(rf"\.{re.escape(destination.name)}\.(?:ready\.)?[a-z0-9_]{{8}}")
+    if not destination.parent.is_dir():
+        return []
+    removed = []
+    for path in sorted(destination.parent.iterdir()):
+        if not name.fullmatch(path.name) or path.is_symlink() or not path.is_dir():
+            continue
+        descriptor = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            continue  # a writer at work
+        else:
+            shutil.rmtree(path)
+            removed.append(path)
+        finally:
+            os.close(descriptor)
+    return removed
 
 
 def vacant(path):
@@ -171,20 +210,29 @@ def vacant(path):
 
 @contextlib.contextmanager
 def _staged(destination):
-    """A new temporary directory beside `destination`: yielded, then every file in it
-    synced; removed if the block fails."""
+    """A new temporary directory beside `destination`, yielded; removed if the block
+    fails. This process holds an `flock` on it for the whole block, renames included
+    (the lock follows the directory), so that `clear_abandoned` never takes it."""
     destination.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", dir=destination.parent))
+    descriptor = os.open(staging, os.O_RDONLY | os.O_DIRECTORY)
     try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
         staging.chmod(0o777 & ~_umask())  # mkdtemp's 0o700 would make the directory private
         yield staging
-        for folder, _, names in os.walk(staging):
-            for name in names:
-                _sync(Path(folder) / name)
-            _sync(folder)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    finally:
+        os.close(descriptor)
+
+
+def _sync_tree(directory):
+    """Sync every file and folder under `directory` to disk."""
+    for folder, _, names in os.walk(directory):
+        for name in names:
+            _sync(Path(folder) / name)
+        _sync(folder)
 
 
 def _ready(staging, destination):

@@ -131,7 +131,7 @@ def test_an_unreadable_index_is_rebuilt_and_named(run, tmp_path):
     (run / "checkpoints" / "checkpoint").write_bytes(bytes(range(256)) * 2)
     result = succeeds(attncli("train", "--resume", "--run-dir", run, cwd=tmp_path))
     assert "checkpoints/checkpoint cannot be read" in result.stderr
-    assert f"resuming from {run}/checkpoints/{newest}: epoch 2, batch 0" in result.stderr
+    assert f"resuming from {run}/checkpoints/{newest}: the run is finished" in result.stderr
     assert newest_checkpoint(run) == newest
 
 

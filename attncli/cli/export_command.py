@@ -27,8 +27,8 @@ from pathlib import Path
 
 from attncli.cli.runs import model_directory
 from attncli.cli.translate_command import search_config, translate_lines
-from attncli.errors import AttncliError, clipped
-from attncli.files import vacant
+from attncli.errors import AttncliError, clipped, shown
+from attncli.files import clear_abandoned, vacant
 
 SAMPLE_LENGTHS = (3, 6)  # words of the two default sample sentences
 
@@ -38,7 +38,7 @@ import json, sys
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  registers the tokenizers' ops
 exported = tf.saved_model.load(sys.argv[1])
-texts = tf.constant(json.loads(sys.argv[2]), tf.string)
+texts = tf.constant(json.loads(sys.stdin.read()), tf.string)
 results = {}
 for name in ("greedy", "beam"):
     outputs = exported.signatures[name](texts=texts)
@@ -106,9 +106,11 @@ def run_check(directory, samples):
     imports TensorFlow and tensorflow-text only: {signature: [text, ...]}."""
     environment = dict(os.environ)
     environment.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # the child's start-up chatter
+    # The samples go by stdin: as an argument, long ones would pass the system's limit.
     completed = subprocess.run(
-        [sys.executable, "-I", "-c", CHECK, str(Path(directory).resolve()), json.dumps(samples)],
-        cwd=directory, capture_output=True, text=True, env=environment,
+        [sys.executable, "-I", "-c", CHECK, str(Path(directory).resolve())],
+        input=json.dumps(samples), cwd=directory, capture_output=True, text=True,
+        env=environment,
     )
     if completed.returncode != 0:
         lines = completed.stderr.strip().splitlines() or [f"exit code {completed.returncode}"]
@@ -130,6 +132,9 @@ def export(*, run_path, destination, beam, alpha, n_best, samples, console, load
             f"{destination} exists and is not an empty directory; give a new directory "
             "(an export never replaces anything)"
         )
+    for path in clear_abandoned(destination):
+        console.print(f"removed {path}, what an interrupted export to {destination} left",
+                      highlight=False, markup=False, soft_wrap=True)
     load_tensorflow()
 
     from attncli.files import new_directory
@@ -154,9 +159,8 @@ def export(*, run_path, destination, beam, alpha, n_best, samples, console, load
                 served = run_check(staging, samples)
             if served != expected:
                 raise AttncliError(
-                    f"the export translated {json.dumps(samples, ensure_ascii=False)} as "
-                    f"{json.dumps(served, ensure_ascii=False)} where attncli translate gives "
-                    f"{json.dumps(expected, ensure_ascii=False)}; nothing was written"
+                    f"the export translated {shown(samples)} as {shown(served)} where "
+                    f"attncli translate gives {shown(expected)}; nothing was written"
                 )
             ops = serving.custom_ops(staging)
     except FileExistsError:
@@ -186,5 +190,5 @@ def report(console, destination, searches, ops, samples, served):
     say("checked in a fresh Python (TensorFlow and tensorflow-text only, attncli not "
         "imported): both signatures translate as attncli translate does")
     for index, sample in enumerate(samples):
-        say(f"  {sample!r} -> greedy {served['greedy'][index]!r}, "
-            f"beam {served['beam'][index]!r}")
+        say(f"  {shown(sample)} -> greedy {shown(served['greedy'][index])}, "
+            f"beam {shown(served['beam'][index])}")

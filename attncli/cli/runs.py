@@ -12,7 +12,15 @@ def model_directory(run_path):
     if (path / "config.json").is_file():
         return path
     run = RunDirectory.open(path)
-    if not (run.model_dir / "config.json").is_file():
+    config = run.model_dir / "config.json"
+    if run.model_dir.is_dir() and not config.is_file():
+        # A model is written whole (attncli.files.replace_directory): a file gone from it
+        # was removed since.
+        raise AttncliError(
+            f"{config} is missing: the run's model is damaged; put the file back, or "
+            "train the run again with --overwrite"
+        )
+    if not config.is_file():
         raise AttncliError(
             f"{run.path} has no trained model yet (it is saved after the first "
             "evaluation); train longer, or resume it with `attncli train --resume`"

@@ -60,6 +60,11 @@ def split_corpus(corpus: Corpus, valid=0.1, test=0, seed: int = 0, by: str = "pa
     else:
         raise ValueError(f"by must be 'pairs' or 'sources'. Received: by={by!r}")
     unit = by
+    if not groups:
+        report = getattr(corpus, "report", None)
+        why = (f": {report.summary()}" if report is not None and report.bad_lines
+               else ": the corpus holds no pair")
+        raise DataError(f"no usable pair was read{why}; check the corpus and data.format")
     n_valid, n_test = _count(valid, len(groups), "valid"), _count(test, len(groups), "test")
     if n_valid + n_test >= len(groups):
         raise DataError(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from attncli.errors import DataError
+from attncli.errors import DataError, clipped, shown
 from attncli.files import write_text_atomically
 
 PAD, UNK, START, END = 0, 1, 2, 3
@@ -34,14 +34,14 @@ class Vocabulary:
         if tuple(tokens[:4]) != RESERVED_TOKENS:
             raise DataError(
                 f"a vocabulary must start with {', '.join(RESERVED_TOKENS)}. "
-                f"Received: {', '.join(tokens[:4]) or 'nothing'}"
+                f"Received: {clipped(', '.join(tokens[:4])) or 'nothing'}"
             )
         seen = set()
         for token in tokens:
             if not token or "\n" in token or "\r" in token:
-                raise DataError(f"vocabulary token {token!r} is empty or has a line break")
+                raise DataError(f"vocabulary token {shown(token)} is empty or has a line break")
             if token in seen:
-                raise DataError(f"vocabulary token {token!r} appears twice")
+                raise DataError(f"vocabulary token {shown(token)} appears twice")
             seen.add(token)
         self.tokens = tokens
         self._ids = {token: index for index, token in enumerate(tokens)}
@@ -89,8 +89,19 @@ class Vocabulary:
         try:
             content = Path(path).read_text("utf-8")
         except (OSError, UnicodeDecodeError) as error:
-            raise DataError(f"cannot read vocabulary {path}: {error}") from error
-        return cls(content.split("\n")[:-1] if content.endswith("\n") else content.split("\n"))
+            if isinstance(error, FileNotFoundError):
+                raise DataError(
+                    f"cannot read vocabulary {path}: it is missing; copy its directory again"
+                ) from None
+            raise DataError(f"cannot read vocabulary {path}: {error}") from None
+        try:
+            return cls(
+                content.split("\n")[:-1] if content.endswith("\n") else content.split("\n")
+            )
+        except DataError as error:
+            raise DataError(
+                f"{path} is damaged ({error}); copy its directory again"
+            ) from None
 
     def __len__(self) -> int:
         return len(self.tokens)

@@ -168,7 +168,7 @@ def build_training(config, run, progress, data_dir=None, resume=False, strategy=
             progress.message(repaired)
     checkpoints = tf.train.CheckpointManager(checkpoint, str(run.checkpoint_dir), max_to_keep=2)
     if resume:
-        restore_checkpoint(checkpoint, workers, run, progress, position)
+        restore_checkpoint(checkpoint, workers, run, progress, position, config)
         raise_to_kept_model(position, workers, run, config)
     data = config.data
     stats = PipelineStats()
@@ -204,7 +204,19 @@ def prepare_tokenizers(config, run, splits, resume):
     its two sides back as it always has.
     """
     names = ("source", "target")
-    if resume and all((run.path / f"{name}.vocab.txt").exists() for name in names):
+    files = [run.path / f"{name}.{kind}" for name in names
+             for kind in ("tokenizer.json", "vocab.txt")]
+    if resume and (run.has_progress() or any(path.exists() for path in files)):
+        # The run's model was built on these vocabularies: they are never learned again.
+        missing = [path.name for path in files if not path.exists()]
+        if missing:
+            raise AttncliError(
+                f"{run.path / missing[0]} is missing"
+                + (f" (and {', '.join(missing[1:])})" if missing[1:] else "")
+                + "; the run cannot go on without the vocabularies it trained with: put "
+                f"them back (its model keeps a copy in {run.model_dir.name}/), or start "
+                "again with --overwrite"
+            )
         return tuple(Tokenizer.load(run.path, name) for name in names)
     data, train = config.data, splits.train
     if data.shared_vocab:
@@ -229,7 +241,7 @@ def learn_tokenizer(side, texts):
     return tokenizer.with_vocabulary(vocabulary)
 
 
-def restore_checkpoint(checkpoint, workers, run, progress, position):
+def restore_checkpoint(checkpoint, workers, run, progress, position, config):
     """Restore the newest checkpoint that can be read, falling back to older ones.
 
     The checkpoints are those on disk (`checkpoint_paths`), whatever TensorFlow's
@@ -271,10 +283,15 @@ def restore_checkpoint(checkpoint, workers, run, progress, position):
         return
     if problems:
         progress.message(f"skipped damaged checkpoint(s): {'; '.join(problems)}")
-    progress.message(
-        f"resuming from {restored}: epoch {int(position.epoch.numpy()) + 1}, "
-        f"batch {int(position.batch.numpy())}"
-    )
+    epoch, epochs = int(position.epoch.numpy()), config.training.epochs
+    if epoch >= epochs:
+        progress.message(
+            f"resuming from {restored}: the run is finished ({epoch} of {epochs} epochs "
+            "trained), nothing to train (give more with --set training.epochs=N)"
+        )
+        return
+    progress.message(f"resuming from {restored}: epoch {epoch + 1}, "
+                     f"batch {int(position.batch.numpy())}")
 
 
 def raise_to_kept_model(position, workers, run, config):

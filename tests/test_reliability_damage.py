@@ -1,0 +1,141 @@
+"""A damaged or missing file of a run is named with what is wrong; leftovers are cleared.
+
+Real damaged files in copies of one tiny trained run, through the command
+(`python -m attncli` subprocesses): a truncated vocabulary, a tokenizer file with a bad
+setting, a deleted model configuration or vocabulary, a saved configuration that no
+longer validates; a finished run resumed; what a killed export left; a corpus of no
+usable pair.
+"""
+
+import fcntl
+import json
+import os
+import re
+
+import pytest
+from attncli_runs import (  # noqa: F401  (run and trained are fixtures)
+    TINY, attncli, run, succeeds, trained,
+)
+from cli_errors import one_line_error
+
+from attncli.files import clear_abandoned
+
+
+def translate_error(run, tmp_path):
+    return one_line_error(attncli("translate", run, "hola", cwd=tmp_path))
+
+
+@pytest.mark.slow
+def test_a_truncated_vocabulary_is_named(run, tmp_path):
+    vocabulary = run / "model" / "source.vocab.txt"
+    lines = vocabulary.read_text().splitlines(keepends=True)
+    vocabulary.write_text("".join(lines[: len(lines) // 2]))
+    message = translate_error(run, tmp_path)
+    assert str(vocabulary) in message
+    # A token cut in two and its first half already there: the file is named too.
+    vocabulary.write_text("".join(lines[:8] + [lines[6]]))
+    message = translate_error(run, tmp_path)
+    assert f"{vocabulary} is damaged (vocabulary token '{lines[6].strip()}' appears twice)" \
+        in message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("setting, problem", [
+    ({"level": "words"}, "tokenizer level must be one of char, word, subword. "
+                         "Received: level='words'"),
+    ({"drop_pattern": "["}, "drop_pattern is not an RE2 pattern ("),
+    ({"drop_pattern": 3}, "drop_pattern must be a string. Received: drop_pattern=3"),
+    ({"lowercase": "yes"}, "lowercase must be true or false"),
+])
+def test_a_tokenizer_file_with_a_bad_setting_is_named_at_load(run, tmp_path, setting, problem):
+    path = run / "model" / "target.tokenizer.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **setting}))
+    message = translate_error(run, tmp_path)
+    assert f"{path} is damaged ({problem}" in message
+
+
+@pytest.mark.slow
+def test_a_deleted_model_configuration_is_named_as_missing(run, tmp_path):
+    (run / "model" / "config.json").unlink()
+    message = translate_error(run, tmp_path)
+    assert f"{run / 'model' / 'config.json'} is missing" in message
+    assert "train longer" not in message
+
+
+@pytest.mark.slow
+def test_a_bad_value_in_the_saved_configuration_is_named_on_resume(run, tmp_path):
+    config = run / "config.yaml"
+    config.write_text(re.sub(r"clip_norm: .*", "clip_norm: .nan", config.read_text()))
+    message = one_line_error(attncli("train", "--resume", "--run-dir", run, cwd=tmp_path))
+    assert f"{config}, the configuration the run saved, is damaged: training.clip_norm must " \
+        "be a finite number" in message
+
+
+@pytest.mark.slow
+def test_a_deleted_vocabulary_is_named_on_resume_and_never_learned_again(run, tmp_path):
+    (run / "target.vocab.txt").unlink()
+    message = one_line_error(attncli("train", "--resume", "--run-dir", run,
+                                     "--set", "training.epochs=2", cwd=tmp_path))
+    assert f"{run / 'target.vocab.txt'} is missing; the run cannot go on" in message
+    assert not (run / "target.vocab.txt").exists()
+    assert len((run / "metrics.jsonl").read_text().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_resuming_a_finished_run_says_there_is_nothing_to_train(run, tmp_path):
+    result = succeeds(attncli("train", "--resume", "--run-dir", run, cwd=tmp_path))
+    assert "the run is finished (1 of 1 epochs trained), nothing to train" in result.stderr
+    assert "epoch 2, batch 0" not in result.stderr
+    assert len((run / "metrics.jsonl").read_text().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_an_export_clears_what_a_killed_export_left_and_takes_long_samples(trained, tmp_path):
+    # What `attncli.files.new_directory` leaves when its process is killed: its staging
+    # directory, half written, and no process holding it.
+    abandoned = tmp_path / ".export.k1ll3d_x"
+    (abandoned / "variables").mkdir(parents=True)
+    (abandoned / "saved_model.pb").write_bytes(b"half")
+    # Two samples of 70,000 characters: together past what one argument list may hold.
+    sample = "x" * 70_000
+    result = succeeds(attncli("export", trained, tmp_path / "export", "--sample", sample,
+                              "--sample", sample, cwd=tmp_path))
+    assert f"removed {abandoned}, what an interrupted export to {tmp_path / 'export'} left" \
+        in result.stderr
+    assert not abandoned.exists()
+    assert (tmp_path / "export" / "saved_model.pb").is_file()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["export"]
+    assert max(map(len, result.stderr.splitlines())) < 400
+
+
+def test_a_staging_directory_held_by_its_writer_is_kept(tmp_path):
+    live, dead = tmp_path / ".export.l1ve_abc", tmp_path / ".export.ready.d3ad_abc"
+    live.mkdir()
+    dead.mkdir()
+    (tmp_path / ".export.notmine").mkdir()  # not a name attncli gives: never touched
+    descriptor = os.open(live, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        assert clear_abandoned(tmp_path / "export") == [dead]
+    finally:
+        os.close(descriptor)
+    assert live.is_dir() and (tmp_path / ".export.notmine").is_dir()
+
+
+@pytest.mark.slow
+def test_a_corpus_of_no_usable_pair_says_why(tmp_path):
+    corpus = tmp_path / "binary.tsv"
+    corpus.write_bytes(bytes(range(256)) * 40)
+    config = tmp_path / "binary.yaml"
+    config.write_text(f"data: {{format: tsv, train: {corpus}, valid_size: 60, test_size: 30}}\n")
+    message = one_line_error(attncli("train", config, "--run-dir", "run", cwd=tmp_path))
+    assert f"no usable pair was read: {corpus}: " in message and "bad line" in message
+    assert "60 + 30" not in message
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_abandoned_model_staging_next_to_a_run_is_not_the_export_s(tmp_path):
+    # `clear_abandoned` takes only the names of its destination's staging directories.
+    (tmp_path / ".model.abcd1234").mkdir()
+    assert clear_abandoned(tmp_path / "export") == []
+    assert (tmp_path / ".model.abcd1234").is_dir()
