@@ -108,7 +108,8 @@ class Tokenizer:
     ):
         if level not in LEVELS:
             raise DataError(
-                f"tokenizer level must be one of {', '.join(LEVELS)}. Received: level={shown(level)}"
+                f"tokenizer level must be one of {', '.join(LEVELS)}. "
+                f"Received: level={shown(level)}"
             )
         if normalization is not None and normalization not in NORMALIZATIONS:
             raise DataError(

@@ -86,7 +86,9 @@ class RunDirectory:
         """
         run = cls(path)
         if run.path.exists() and not run.path.is_dir():
-            raise AttncliError(f"{run.path} is a file, not a run directory; choose another --run-dir")
+            raise AttncliError(
+                f"{run.path} is a file, not a run directory; choose another --run-dir"
+            )
         if run.path.is_dir() and not run.marker_path.exists() and any(
             child.name != LOCK_FILE for child in run.path.iterdir()
         ):
