@@ -17,7 +17,9 @@ and the pieces of each target word, are its tokens grouped as its tokenizer made
 the end-of-sentence step and the attention paid to a source's end token are left out.
 A word of the text is made of the tokenizer's words it holds (`Don't` of `Don`, `'`,
 `t`): the detokenizer only removes spaces, so these words, read in order, spell the
-text's words (`text_words`).
+text's words (`text_words`). Its pieces are those of them with a letter or digit
+(`Don`, `t`; `hungry` of `hungry.`), so a punctuation mark glued to a word does not
+pull its link to the source's punctuation; a word of punctuation alone keeps its own.
 
 The rule. With `W` the attention weights `(target tokens, source tokens)` of one
 translation, target word `j` made of the pieces `T_j` and source word `i` of the pieces
@@ -108,7 +110,8 @@ def words(tokens, level):
 
 def text_words(text, token_words):
     """The whitespace-separated words of `text`, each with the token positions of the
-    `token_words` (list of `Word`, in order) whose characters it holds.
+    `token_words` (list of `Word`, in order) whose characters it holds: of those with a
+    letter or digit when it has any, else of all.
 
     The detokenizer only removes spaces, so the token words spell the text's words in
     order: each token word belongs to the text word in which its first character falls.
@@ -120,12 +123,17 @@ def text_words(text, token_words):
     result = [Word(word, []) for word, _ in spans]
     if not result:
         return result
+    held = [[] for _ in result]
     start, m = 0, 0
     for token_word in token_words:
         while m < len(spans) - 1 and start >= spans[m][1]:
             m += 1
-        result[m].positions.extend(token_word.positions)
+        held[m].append(token_word)
         start += len(token_word.text)
+    for word, token_words_in_it in zip(result, held):
+        voting = [w for w in token_words_in_it if any(map(str.isalnum, w.text))]
+        for token_word in voting or token_words_in_it:
+            word.positions.extend(token_word.positions)
     # A word the tokens did not reach (were text and tokens to disagree) keeps no
     # position, and gets no link.
     return result
