@@ -40,6 +40,11 @@ def test_a_file_of_ones_own_comes_first(elsewhere):
     assert resolve_config("configs/transformer.yaml") == Path("configs/transformer.yaml")
 
 
+def test_a_folder_of_that_name_does_not_hide_the_shipped_config(elsewhere):
+    (elsewhere / "transformer").mkdir()
+    assert resolve_config("transformer") == shipped_configs()["transformer"]
+
+
 @pytest.mark.parametrize("given", ["no-such-config", "elsewhere/transformer.yaml"])
 def test_an_unknown_name_lists_the_shipped_ones(elsewhere, given):
     with pytest.raises(ConfigError, match="no such config file.*shipped: .*transformer"):

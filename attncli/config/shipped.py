@@ -23,16 +23,17 @@ def shipped_configs():
 
 
 def resolve_config(path):
-    """The file `path` names: itself when it exists, else the shipped config it names.
+    """The file `path` names: itself when it is a file, else the shipped config it names
+    (a folder named `default` does not hide the shipped `default`).
 
     A bare name (`transformer`, `transformer.yaml`) and a path under `configs/`
     (`configs/transformer.yaml`, as the README writes them) name a shipped config.
 
     Raises:
-        ConfigError: when `path` does not exist and names no shipped config.
+        ConfigError: when `path` is no file and names no shipped config.
     """
     given = Path(path)
-    if given.exists():
+    if given.is_file():
         return given
     shipped = shipped_configs()
     bare = given.parent in (Path("."), Path("configs"))
