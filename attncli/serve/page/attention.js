@@ -13,7 +13,7 @@
     encoder: "encoder self-attention",
     decoder: "decoder self-attention",
   };
-  // Matplotlib's "Blues": weight 0 is near white, weight 1 dark blue.
+  // Matplotlib's "Blues", from near white (0) to dark blue (the largest weight shown).
   const BLUES = [
     [247, 251, 255], [222, 235, 247], [198, 219, 239], [158, 202, 225], [107, 174, 214],
     [66, 146, 198], [33, 113, 181], [8, 81, 156], [8, 48, 107],
@@ -58,9 +58,9 @@
   }
 
   // "[0.097, -0.151, 0.092, -0.035, …] ‖0.592‖": the first components and the norm of
-  // the whole vector, as the terminal tables print them.
-  // How many components show depends on the screen's width (the stylesheet's k0..k3;
-  // a phone shows a table's vectors by their norms).
+  // the whole vector, as the terminal tables print them. How many components show
+  // depends on the screen's width (the stylesheet's k0..k3; a phone shows a table's
+  // vectors by their norms); the title holds every component the record kept.
   function vector(values, norm, width, shown = 4) {
     const title = `${values.length} of ${width} components: ` +
       values.map((value) => fixed(value, 4)).join(", ") + ` (norm ${fixed(norm, 4)})`;
@@ -72,8 +72,9 @@
     return node;
   }
 
-  function colour(weight) {
-    const position = Math.min(Math.max(weight, 0), 1) * (BLUES.length - 1);
+  // The colour of `fraction` (0..1) of the way along BLUES.
+  function colour(fraction) {
+    const position = Math.min(Math.max(fraction, 0), 1) * (BLUES.length - 1);
     const low = Math.floor(position);
     const high = Math.min(low + 1, BLUES.length - 1);
     const part = position - low;
@@ -289,7 +290,7 @@
     state.step = null;
     const hypothesis = view.hypotheses[view.shown || 0];
     byId("sentence").replaceChildren(
-      element("span", { className: "source", lang: "", text: view.source }),
+      element("span", { className: "source", text: view.source }),
       element("span", { className: "arrow", text: " → " }),
       element("span", { className: "output", text: hypothesis.text }),
     );
