@@ -334,6 +334,8 @@
     state.step = step;
     document.querySelectorAll(".row-label").forEach((button) =>
       button.setAttribute("aria-pressed", String(Number(button.dataset.row) === step - 1)));
+    document.querySelectorAll(".heatmap .cell").forEach((cell) =>
+      cell.classList.toggle("walked", Number(cell.dataset.row) === step - 1));
     clearError();
     try {
       const record = await fetchStep(head, step);
