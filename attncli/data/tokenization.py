@@ -169,7 +169,7 @@ class Tokenizer:
             config = json.loads(path.read_text("utf-8"))
         except FileNotFoundError:
             raise DataError(f"{path} is missing; copy its directory again") from None
-        except (OSError, ValueError) as error:
+        except (OSError, ValueError, RecursionError) as error:  # JSON nested thousands deep
             raise DataError(f"cannot read tokenizer settings {path}: {error}") from None
         if not isinstance(config, dict):
             raise DataError(f"{path} is damaged: expected a mapping of settings")
