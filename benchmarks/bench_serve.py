@@ -17,7 +17,11 @@ table:
   per second, against the offline rate: the same sentences translated as `attncli
   translate --input` translates them (`translate_lines` over buffers of
   `BUFFERED_BATCHES` batches of 64), after start-up (model loaded, search traced), in a
-  process pinned to the server's core and timed inside it;
+  process pinned to the server's core and timed inside it; and the CPU time each
+  sentence cost the server process (all its threads, from /proc) against the CPU time
+  each cost that offline process: on a machine that other work shares, the CPU ratio is
+  the steadier figure (a wall-clock rate falls with the share of the core the server
+  gets);
 - memory: the server's resident set (VmRSS) once ready, after 1,000 requests and after
   `--memory-requests` requests (0 skips the long run), with the growth from the first.
 
@@ -145,6 +149,12 @@ async def throughput(host, port, sentences, clients, beam=1):
     return len(sentences) / seconds, refused
 
 
+def cpu_seconds(pid):
+    """User and system CPU seconds of process `pid` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def resident_mb(pid):
     status = Path(f"/proc/{pid}/status").read_text()
     return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) / 1024
@@ -220,13 +230,18 @@ def main():
             rows.append(f"| latency, one sentence, {'greedy' if beam == 1 else f'beam {beam}'} "
                         f"| {p50:.1f} / {p95:.1f} / {p99:.1f} ms (p50 / p95 / p99) | "
                         f"{whole[beam]:.2f} s | {whole[beam] / (p50 / 1000):.0f}x faster |")
+        offline_cpu = 1000 * offline["cpu_seconds"] / offline["sentences"]
         for clients in (1, 8, 64, 256):
+            cpu_started = cpu_seconds(server.pid)
             rate, refused = asyncio.run(throughput(host, port, sentences, clients))
+            cpu = 1000 * (cpu_seconds(server.pid) - cpu_started) / len(sentences)
             served += len(sentences) + refused
             rows.append(f"| throughput, {clients} client{'s' if clients > 1 else ''}, greedy | "
                         f"{rate:.0f} sentences/s | {offline_per_second:.0f} sentences/s | "
                         f"{rate / offline_per_second:.2f}x"
                         + (f" ({refused} refused: queue full)" if refused else "") + " |")
+            rows.append(f"| CPU per sentence, {clients} client{'s' if clients > 1 else ''} | "
+                        f"{cpu:.2f} ms | {offline_cpu:.2f} ms | {offline_cpu / cpu:.2f}x |")
         if args.memory_requests:
             while served < args.memory_requests:
                 asyncio.run(throughput(host, port, sentences, 64))
