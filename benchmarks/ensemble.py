@@ -15,6 +15,7 @@ split, on which ensembles can be chosen; `test` is the one to report.
 """
 
 import argparse
+import dataclasses
 import os
 from pathlib import Path
 
@@ -22,7 +23,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from attncli.config.data import read_splits  # noqa: E402
 from attncli.config.run import load_run_config  # noqa: E402
-from attncli.config.search import SearchConfig  # noqa: E402
 from attncli.search.ensemble import load_ensemble  # noqa: E402
 from attncli.search.evaluation import evaluate_corpus, reference_normaliser  # noqa: E402
 
@@ -37,10 +37,8 @@ def split_and_search(run, split, data, beam=None):
     and its decoding settings for one output a source (`beam` replacing its beam size)."""
     config = load_run_config(run / "config.yaml")
     corpus = getattr(read_splits(config.data, data), split)
-    settings = config.decoding.to_dict()
-    if beam is not None:
-        settings["beam_size"] = beam
-    return config, corpus, SearchConfig(**{**settings, "n_best": 1})
+    beam_size = config.decoding.beam_size if beam is None else beam
+    return config, corpus, dataclasses.replace(config.decoding, beam_size=beam_size, n_best=1)
 
 
 def score(models, corpus, task, search):

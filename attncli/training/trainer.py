@@ -72,14 +72,83 @@ class _SignalFlag:
             signal.signal(number, handler)
 
 
+class _Stopping:
+    """When training ends: the epochs trained, the time budget or the patience spent,
+    or a signal received.
+
+    Args:
+        training: the `LoopConfig`.
+        position: the `TrainingPosition`.
+        workers: the `Workers`; a decision to end the run is agreed by all of them.
+        stop_metric: the `StopMetric` that counts patience.
+        signals: the `_SignalFlag` that holds a signal received.
+        started: `time.monotonic()` when training began, earlier sessions included.
+    """
+
+    def __init__(self, training, position, workers, stop_metric, signals, started):
+        self.training = training
+        self.position = position
+        self.workers = workers
+        self.stop_metric = stop_metric
+        self.signals = signals
+        self.started = started
+
+    def elapsed(self, now=None):
+        """Seconds of training so far (at `now`, a `time.monotonic()`, if given)."""
+        return (time.monotonic() if now is None else now) - self.started
+
+    def reason(self):
+        """Why training is over (epochs, time budget or patience spent), or None."""
+        training = self.training
+        if int(self.position.epoch.numpy()) >= training.epochs:
+            return f"{training.epochs} epochs trained"
+        if self.workers.agree(self.out_of_time()):
+            return f"the time budget of {training.max_minutes:g} minutes is spent"
+        if self.patience_spent():
+            return (
+                f"stopped early: no better validation {self.stop_metric.name} for "
+                f"{training.patience} evaluations"
+            )
+        return None
+
+    def patience_spent(self):
+        """Whether the last `training.patience` evaluations found no better model."""
+        patience = self.training.patience
+        return bool(patience) and int(self.position.stale_evaluations.numpy()) >= patience
+
+    def request(self):
+        """The signal received (its number), 1 when time is up, else 0."""
+        return self.signals.received or int(self.out_of_time())
+
+    def out_of_time(self):
+        limit = self.training.max_minutes
+        return limit is not None and self.elapsed() >= 60.0 * limit
+
+
+class _Throughput:
+    """Target tokens per second over a window restarted every five seconds or so."""
+
+    def __init__(self):
+        self.start, self.tokens = time.monotonic(), 0
+
+    def add(self, tokens, now):
+        """Count `tokens` trained by `now` (a `time.monotonic()`); returns the rate."""
+        self.tokens += tokens
+        rate = self.tokens / max(now - self.start, 1e-9)
+        if now - self.start > 5.0:
+            self.start, self.tokens = now, 0
+        return rate
+
+
 class Trainer:
     """Trains the model of a run from its `TrainingParts`.
 
     Args:
         parts: the `TrainingParts` of `build_training`.
         progress: an object with `start_epoch(epoch, total, steps)`, `step(loss,
-            tokens_per_second)`, `end_epoch(record)` and `message(text)`; the CLI
-            passes a Rich display, tests a recorder.
+            tokens_per_second)` (called for every trained batch, by `_report_step`),
+            `end_epoch(record)` and `message(text)`; the CLI passes
+            `attncli.cli.progress.TrainingDisplay`, tests a recorder.
         draw_attention: how the TensorBoard events draw an attention picture (see
             `RunEvents`); None writes none. Defaults to None.
     """
@@ -142,80 +211,110 @@ class Trainer:
         Raises:
             Interrupted: after writing a checkpoint, when a signal arrived.
         """
-        training = self.config.training
-        position = self.position
-        started = time.monotonic() - float(position.seconds.numpy())
+        started = time.monotonic() - float(self.position.seconds.numpy())
         last_record = None
         with _SignalFlag() as flag, self.events:
-            while self._reason_to_stop(started) is None:
-                epoch = int(position.epoch.numpy())
-                skip = int(position.batch.numpy())
-                if skip == 0:
-                    position.epoch_loss_sum.assign(0.0)
-                    position.epoch_tokens.assign(0)
-                self.stats.reset()
-                self.progress.start_epoch(epoch + 1, training.epochs, skip)
-                window_start, window_tokens = time.monotonic(), 0
-                finished_epoch, evaluation_due, evaluated = True, False, False
-                for inputs, target_out in self._batches(epoch, skip):
-                    if evaluation_due:
-                        # training.eval_every, inside the epoch (its last batch is evaluated
-                        # below as the epoch's end).
-                        last_record = self._evaluate(epoch + 1, self._train_loss(), False)
-                        if self._patience_spent():
-                            # Stop here, mid-epoch: this step is evaluated already.
-                            finished_epoch, evaluated = False, True
-                            break
-                    if self.workers.distributed:
-                        request = self._stop_request(flag, started)
-                        result = self.train_step(inputs, target_out, request)
-                    else:
-                        result = self.train_step(inputs, target_out)
-                    loss = float(result["loss"])
-                    count = int(result["tokens"])
-                    if not math.isfinite(loss):
-                        raise AttncliError(
-                            f"the loss became {loss} at epoch {epoch + 1}, batch "
-                            f"{int(position.batch.numpy()) + 1}; the last good checkpoint is kept: "
-                            "lower training.learning_rate or set training.clip_norm"
-                        )
-                    position.epoch_loss_sum.assign_add(loss * count)
-                    position.epoch_tokens.assign_add(count)
-                    window_tokens += count
-                    position.batch.assign_add(1)
-                    now = time.monotonic()
-                    self.progress.step(loss, window_tokens / max(now - window_start, 1e-9))
-                    if now - window_start > 5.0:
-                        window_start, window_tokens = now, 0
-                    position.seconds.assign(now - started)
-                    self.events.step(loss, count)
-                    if self.workers.distributed:
-                        stop = int(result["stop"])
-                    else:
-                        stop = self._stop_request(flag, started)
-                    if stop > 1:
-                        self.checkpoints.save()
-                        raise Interrupted(stop, epoch + 1, int(position.batch.numpy()))
-                    step = int(self.optimizer.iterations.numpy())
-                    if step % training.checkpoint_every == 0:
-                        self.checkpoints.save()
-                    if stop:
-                        finished_epoch = False
-                        break
-                    evaluation_due = bool(training.eval_every) and step % training.eval_every == 0
-                # The trained batches are safe before the (possibly long) evaluation.
+            stopping = _Stopping(self.config.training, self.position, self.workers,
+                                 self.stop_metric, flag, started)
+            while stopping.reason() is None:
+                last_record = self._train_epoch(stopping)
+        self.progress.message(f"finished: {stopping.reason()}")
+        return self._summary(last_record)
+
+    def _train_epoch(self, stopping):
+        """Train the current epoch (from the batch the position holds), evaluate it and
+        checkpoint it; returns its last evaluation record."""
+        position = self.position
+        epoch = int(position.epoch.numpy())
+        skip = int(position.batch.numpy())
+        if skip == 0:
+            position.epoch_loss_sum.assign(0.0)
+            position.epoch_tokens.assign(0)
+        self.stats.reset()
+        self.progress.start_epoch(epoch + 1, self.config.training.epochs, skip)
+        finished_epoch, record = self._train_batches(epoch, skip, stopping)
+        # The trained batches are safe before the (possibly long) evaluation.
+        self.checkpoints.save()
+        if record is None:
+            record = self._evaluate(epoch + 1, self._train_loss(), finished_epoch)
+        if finished_epoch:
+            position.epoch.assign_add(1)
+            position.batch.assign(0)
+        position.seconds.assign(stopping.elapsed())
+        self.checkpoints.save()
+        received = int(self.workers.agree(stopping.signals.received or 0))
+        if received:
+            raise Interrupted(received, epoch + 1, int(position.batch.numpy()))
+        return record
+
+    def _train_batches(self, epoch, skip, stopping):
+        """Train the batches of `epoch` from `skip` on, evaluating every
+        `training.eval_every` steps and checkpointing every `training.checkpoint_every`.
+
+        Returns:
+            `(finished_epoch, record)`: whether every batch was trained, and the record
+            of the evaluation that spent the patience mid-epoch (the run stops at that
+            step, evaluated already), else None.
+        """
+        training = self.config.training
+        throughput = _Throughput()
+        evaluation_due = False
+        for inputs, target_out in self._batches(epoch, skip):
+            if evaluation_due:
+                # The epoch's last batch is evaluated by `_train_epoch`, as the epoch's end.
+                record = self._evaluate(epoch + 1, self._train_loss(), False)
+                if stopping.patience_spent():
+                    return False, record
+            stop = self._train_step(epoch, inputs, target_out, stopping, throughput)
+            if stop > 1:
                 self.checkpoints.save()
-                if not evaluated:
-                    last_record = self._evaluate(epoch + 1, self._train_loss(), finished_epoch)
-                if finished_epoch:
-                    position.epoch.assign_add(1)
-                    position.batch.assign(0)
-                position.seconds.assign(time.monotonic() - started)
+                raise Interrupted(stop, epoch + 1, int(self.position.batch.numpy()))
+            step = int(self.optimizer.iterations.numpy())
+            if step % training.checkpoint_every == 0:
                 self.checkpoints.save()
-                received = int(self.workers.agree(flag.received or 0))
-                if received:
-                    raise Interrupted(received, epoch + 1, int(position.batch.numpy()))
-        self.progress.message(f"finished: {self._reason_to_stop(started)}")
+            if stop:
+                return False, None
+            evaluation_due = bool(training.eval_every) and step % training.eval_every == 0
+        return True, None
+
+    def _train_step(self, epoch, inputs, target_out, stopping, throughput):
+        """One train step on a batch, counted into the epoch's loss and reported.
+
+        Returns:
+            The stop request after it (agreed by every worker when distributed): the
+            number of a signal received, 1 when the time budget is spent, else 0.
+        """
+        position = self.position
+        if self.workers.distributed:
+            result = self.train_step(inputs, target_out, stopping.request())
+        else:
+            result = self.train_step(inputs, target_out)
+        loss = float(result["loss"])
+        count = int(result["tokens"])
+        if not math.isfinite(loss):
+            raise AttncliError(
+                f"the loss became {loss} at epoch {epoch + 1}, batch "
+                f"{int(position.batch.numpy()) + 1}; the last good checkpoint is kept: "
+                "lower training.learning_rate or set training.clip_norm"
+            )
+        position.epoch_loss_sum.assign_add(loss * count)
+        position.epoch_tokens.assign_add(count)
+        position.batch.assign_add(1)
+        self._report_step(loss, count, stopping, throughput)
+        return int(result["stop"]) if self.workers.distributed else stopping.request()
+
+    def _report_step(self, loss, count, stopping, throughput):
+        """Where every trained batch is reported: the progress display (`progress.step`,
+        a bar or a plain line every `training.log_every` batches), the position's
+        training time and the TensorBoard events."""
+        now = time.monotonic()
+        self.progress.step(loss, throughput.add(count, now))
+        self.position.seconds.assign(stopping.elapsed(now))
+        self.events.step(loss, count)
+
+    def _summary(self, last_record):
+        """What `fit` returns, after scoring the kept model on the test split."""
+        position = self.position
         summary = {
             # Epochs trained, the last one counted when the time budget, patience or a
             # signal cut it short: the `1*` of the table is one epoch.
@@ -247,33 +346,6 @@ class Trainer:
         """The mean training loss per target token of the epoch so far."""
         position = self.position
         return float(position.epoch_loss_sum.numpy()) / max(int(position.epoch_tokens.numpy()), 1)
-
-    def _reason_to_stop(self, started):
-        """Why training is over (epochs, time budget or patience spent), or None."""
-        training = self.config.training
-        if int(self.position.epoch.numpy()) >= training.epochs:
-            return f"{training.epochs} epochs trained"
-        if self.workers.agree(self._out_of_time(started)):
-            return f"the time budget of {training.max_minutes:g} minutes is spent"
-        if self._patience_spent():
-            return (
-                f"stopped early: no better validation {self.stop_metric.name} for "
-                f"{training.patience} evaluations"
-            )
-        return None
-
-    def _patience_spent(self):
-        """Whether the last `training.patience` evaluations found no better model."""
-        patience = self.config.training.patience
-        return bool(patience) and int(self.position.stale_evaluations.numpy()) >= patience
-
-    def _stop_request(self, flag, started):
-        """The signal received (its number), 1 when time is up, else 0."""
-        return flag.received or int(self._out_of_time(started))
-
-    def _out_of_time(self, started):
-        limit = self.config.training.max_minutes
-        return limit is not None and time.monotonic() - started >= 60.0 * limit
 
     def _evaluate(self, epoch, train_loss, finished_epoch):
         """Validate, keep the model if it is the best so far, and record the evaluation."""
