@@ -380,7 +380,9 @@
         vector(record.x, record.x_norm, record.width)));
       parts.push(element("p", { className: "given" }, "2. query q = x W_q + b_q ",
         vector(record.query, record.query_norm, record.width)));
-      parts.push(element("p", { className: "formula" }, `4. score = ${record.formula}; ` +
+      parts.push(element("p", { className: "formula" },
+        `score(q, k) = ${record.formula} (${record.score})`));
+      parts.push(element("p", { className: "formula" }, "4. the score of each key; " +
         "5. softmax over the positions it may see; 6. weight × value; 7. their sum is the " +
         "head's output (before W_o)"));
     } else {
@@ -391,13 +393,14 @@
       }));
       parts.push(element("p", { className: "given" }, "query q ",
         vector(record.query, record.query_norm, record.width)));
-      parts.push(element("p", { className: "formula" }, `1. score_s = ${record.formula} ` +
-        `(${record.score}); 2. a_s = exp(score_s) / Σ exp(score_s'); ` +
-        "3. a_s h̄_s; 4. context c = Σ a_s h̄_s"));
+      parts.push(element("p", { className: "formula" },
+        `score(q, k) = ${record.formula} (${record.score})`));
+      parts.push(element("p", { className: "formula" }, "1. score_s = score(q, h̄_s); " +
+        "2. a_s = exp(score_s) / Σ_s' exp(score_s'); 3. a_s h̄_s; 4. context c = Σ_s a_s h̄_s"));
       if (record.score.includes("local")) {
-        parts.push(element("p", { className: "note", text: "1. is the raw score of every " +
-          "position; 2. is the weight the model used: the softmax over the window only " +
-          "(local-p: times the Gaussian, so it sums below 1)" }));
+        parts.push(element("p", { className: "note", text: "1. is the score of every " +
+          "position, −∞ outside the window; 2. is the weight the model used: the softmax " +
+          "over the window only (local-p: times the Gaussian, so it sums below 1)" }));
       }
     }
     const rows = record.key_tokens.map((token, s) => {
