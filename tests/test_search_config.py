@@ -32,3 +32,9 @@ def test_read_from_a_yaml_mapping_with_key_paths_in_errors():
         from_mapping(SearchConfig, {"beam": 4}, "search")
     with pytest.raises(ConfigError, match=r"search: n_best must be in \[1, beam_size=2\]"):
         from_mapping(SearchConfig, {"beam_size": 2, "n_best": 3}, "search")
+
+
+def test_n_best_is_one_unless_set_whatever_the_beam():
+    assert SearchConfig(beam_size=4).returned == 1
+    assert SearchConfig(beam_size=4, n_best=None).returned == 4
+    assert SearchConfig(beam_size=4, n_best=2).returned == 2
