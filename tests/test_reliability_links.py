@@ -36,11 +36,16 @@ def link_outside(run, name, outside):
     return entry, target
 
 
+def newest_checkpoint(run):
+    return (run / "checkpoints" / "checkpoint").read_text().split('"')[1]
+
+
 # Every file and folder a run writes (the checkpoint files, names vary, stand for theirs).
 WRITTEN = [
     ".writer.lock", "train.log", "metrics.jsonl", "config.yaml", "run.json",
     "source.vocab.txt", "target.vocab.txt", "source.tokenizer.json", "target.tokenizer.json",
-    "test.json", "test.outputs.txt", "checkpoints/checkpoint", "model/config.json",
+    "test.json", "test.outputs.txt", "checkpoints/checkpoint", "checkpoints/NEWEST.index",
+    "checkpoints/NEWEST.data-00000-of-00001", "model/config.json",
     "model/model.weights.h5", "model/target.vocab.txt", "model", "checkpoints", "events",
     "events/train", "events/valid",
 ]
@@ -51,6 +56,7 @@ WRITTEN = [
 def test_a_link_in_a_resumed_run_is_refused_and_its_target_untouched(run, tmp_path, name):
     outside = tmp_path / "outside"
     outside.mkdir()
+    name = name.replace("NEWEST", newest_checkpoint(run))
     entry, target = link_outside(run, name, outside)
     before = snapshot(target)
     message = one_line_error(attncli("train", "--resume", "--run-dir", run,
@@ -96,7 +102,7 @@ def test_an_index_naming_files_outside_the_run_is_rebuilt_and_they_survive(run, 
         (outside / name).write_text(f"{name} is not attncli's\n")
         precious[name] = (outside / name).read_bytes()
     checkpoints = run / "checkpoints"
-    newest = (checkpoints / "checkpoint").read_text().split('"')[1]
+    newest = newest_checkpoint(run)
     # The outside paths come first: the oldest, those a manager keeping 2 deletes first.
     crafted = (
         f'model_checkpoint_path: "{newest}"\n'
@@ -115,3 +121,34 @@ def test_an_index_naming_files_outside_the_run_is_rebuilt_and_they_survive(run, 
     # The rebuilt index, as TensorFlow rewrote it since, names only checkpoints inside.
     index = (checkpoints / "checkpoint").read_text()
     assert str(outside) not in index and ".." not in index
+
+
+@pytest.mark.parametrize("named, problem", [
+    ("/else/where/ckpt-1", "names '/else/where/ckpt-1', which is not a checkpoint of"),
+    ("../ckpt-1", "names '../ckpt-1', which is not a checkpoint of"),
+    ("sub/ckpt-1", "names 'sub/ckpt-1', which is not a checkpoint of"),
+    ("precious", "names 'precious', which is not a checkpoint of"),
+    ("ckpt-9", "names ckpt-9, which is not there"),
+    ("../checkpoints/ckpt-1", None),  # a roundabout name of a checkpoint inside
+    ("ckpt-1", None),
+])
+def test_an_index_is_sound_only_when_it_names_checkpoints_inside(tmp_path, named, problem):
+    from attncli.training.checkpoint_files import repair_index
+
+    checkpoints = tmp_path / "checkpoints"
+    (checkpoints / "sub").mkdir(parents=True)
+    for folder in (checkpoints, checkpoints / "sub", tmp_path):
+        (folder / "ckpt-1.index").write_text("")
+    (checkpoints / "precious.index").write_text("")
+    index = f'model_checkpoint_path: "ckpt-1"\nall_model_checkpoint_paths: "{named}"\n'
+    (checkpoints / "checkpoint").write_text(index)
+    repaired = repair_index(checkpoints)
+    if problem is None:
+        assert repaired is None
+        assert (checkpoints / "checkpoint").read_text() == index
+    else:
+        assert problem in repaired and "rebuilt it from the checkpoints found: ckpt-1" in repaired
+        assert (checkpoints / "checkpoint").read_text() == (
+            'model_checkpoint_path: "ckpt-1"\nall_model_checkpoint_paths: "ckpt-1"\n'
+        )
+    assert (tmp_path / "ckpt-1.index").exists() and (checkpoints / "precious.index").exists()

@@ -98,7 +98,9 @@ def _index_problem(tf, directory):
     for path in listed:
         full = os.path.abspath(path)
         if os.path.dirname(full) != inside or not _CHECKPOINT.fullmatch(os.path.basename(full)):
-            return f"names {shown(path)}, which is not a checkpoint of {directory}"
+            prefix = os.path.join(str(directory), "")
+            written = path[len(prefix):] if path.startswith(prefix) else path  # as in the file
+            return f"names {shown(written)}, which is not a checkpoint of {directory}"
     missing = [path for path in listed if not os.path.exists(f"{path}.index")]
     if missing:
         return f"names {os.path.basename(missing[0])}, which is not there"
