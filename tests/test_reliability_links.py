@@ -9,6 +9,7 @@ on a copy.
 
 import os
 import shutil
+import time
 
 import pytest
 from attncli_runs import (  # noqa: F401  (run and trained are fixtures)
@@ -104,19 +105,24 @@ def test_an_index_naming_files_outside_the_run_is_rebuilt_and_they_survive(run, 
     checkpoints = run / "checkpoints"
     newest = newest_checkpoint(run)
     # The outside paths come first: the oldest, those a manager keeping 2 deletes first.
+    # TensorFlow deletes only the paths stamped later than `last_preserved_timestamp`.
+    stamp = time.time() - 60
     crafted = (
         f'model_checkpoint_path: "{newest}"\n'
         f'all_model_checkpoint_paths: "{outside / "precious"}"\n'
         f'all_model_checkpoint_paths: "{os.path.relpath(outside / "ckpt-1", checkpoints)}"\n'
         f'all_model_checkpoint_paths: "{newest}"\n'
+        + "".join(f"all_model_checkpoint_timestamps: {stamp + n}\n" for n in range(3))
+        + f"last_preserved_timestamp: {stamp - 60}\n"
     )
     (checkpoints / "checkpoint").write_text(crafted)
     result = succeeds(attncli("train", "--resume", "--run-dir", run,
                               "--set", "training.epochs=2", cwd=tmp_path))
+    assert {name: (outside / name).read_bytes() for name in precious if
+            (outside / name).exists()} == precious
     assert "else/where/precious', which is not a checkpoint of" in result.stderr
     assert "(kept as checkpoint.damaged)" in result.stderr
     assert f"resuming from {checkpoints / newest}: epoch 2, batch 0" in result.stderr
-    assert {name: (outside / name).read_bytes() for name in precious} == precious
     assert (checkpoints / "checkpoint.damaged").read_text() == crafted
     # The rebuilt index, as TensorFlow rewrote it since, names only checkpoints inside.
     index = (checkpoints / "checkpoint").read_text()
