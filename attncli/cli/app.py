@@ -269,7 +269,7 @@ def train(
     config: Annotated[
         Path | None,
         typer.Argument(metavar="CONFIG", help="YAML run configuration, or the name of a shipped "
-                       "one (attncli configs lists them).", show_default="default"),
+                       "one (attncli configs lists them).", show_default="the shipped default"),
     ] = None,
     overrides: Annotated[
         list[str] | None,
