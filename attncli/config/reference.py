@@ -35,8 +35,9 @@ default below. Every key is checked when the file is read: an unknown key, or a 
 that is not allowed, is one line naming the key's full path, what was given and what is
 allowed. `--set KEY=VALUE` overrides a key from the command line
 (`--set training.epochs=3 --set model.score=additive`); the value is read as YAML
-(`null`, `true`, `1e-3`, `[1, 2]`). The shipped configs (`attncli configs`) are commented
-key by key.
+(`null`, `true`, `1e-3`, `[1, 2]`). A key given twice in one mapping is an error naming the
+key and line; anchors and merge keys (`<<: *base`) work; `1e-3` is a number, as in YAML 1.2.
+The shipped configs (`attncli configs`) are commented key by key.
 
 Each section's keys, in the order a config writes them:
 """
