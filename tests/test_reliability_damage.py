@@ -11,6 +11,7 @@ import fcntl
 import json
 import os
 import re
+import shutil
 
 import pytest
 from attncli_runs import (  # noqa: F401  (run and trained are fixtures)
@@ -59,6 +60,15 @@ def test_a_deleted_model_configuration_is_named_as_missing(run, tmp_path):
     (run / "model" / "config.json").unlink()
     message = translate_error(run, tmp_path)
     assert f"{run / 'model' / 'config.json'} is missing" in message
+    assert "train longer" not in message
+
+
+@pytest.mark.slow
+def test_a_deleted_model_directory_is_named_as_missing(run, tmp_path):
+    shutil.rmtree(run / "model")
+    message = translate_error(run, tmp_path)
+    assert f"{run / 'model'} is missing: the run kept a best model (epoch 1, metrics.jsonl)" \
+        in message
     assert "train longer" not in message
 
 

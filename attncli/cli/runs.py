@@ -20,6 +20,14 @@ def model_directory(run_path):
             f"{config} is missing: the run's model is damaged; put the file back, or "
             "train the run again with --overwrite"
         )
+    kept = [record["epoch"] for record in run.read_metrics()
+            if isinstance(record, dict) and record.get("best") is True and "epoch" in record]
+    if not config.is_file() and kept:
+        raise AttncliError(
+            f"{run.model_dir} is missing: the run kept a best model (epoch {kept[-1]}, "
+            f"{run.metrics_path.name}) that is no longer there; copy the model directory "
+            "back, or train the run again with --overwrite"
+        )
     if not config.is_file():
         raise AttncliError(
             f"{run.path} has no trained model yet (it is saved after the first "
