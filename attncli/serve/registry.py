@@ -46,17 +46,13 @@ class ServedModel:
     """
 
     def __init__(self, name, loaded, members, limits):
-        from attncli.config.search import SearchConfig
-
         self.name = name
         self.loaded = loaded
         self.members = members
         self.limits = limits
         self.levels = (loaded.source_tokenizer.level, loaded.target_tokenizer.level)
         self.task = loaded.metadata.get("task", "translation")
-        self.defaults = getattr(loaded, "search", None) or SearchConfig(
-            **loaded.metadata.get("decoding", {})
-        )
+        self.defaults = loaded.search  # the run's decoding section, checked when read
         self.greedy = dataclasses.replace(self.defaults, beam_size=1, n_best=1)
         self._started = {}  # translators traced at start-up, never dropped
         self._translators = collections.OrderedDict()
