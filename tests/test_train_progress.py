@@ -60,14 +60,17 @@ def test_a_resumed_epoch_counts_on_from_its_batch():
                        "epoch 2 batch 10: loss 1.000, 10 target tokens/s"]
 
 
-def test_a_terminal_gets_bars_not_lines():
+def test_a_terminal_gets_a_spinner_and_bars_not_lines():
     shown, out = display(terminal=True)
     with shown:
         shown.stage("learning the vocabularies")
+        assert shown.status is not None  # the stage is a spinner's text
         shown.start_epoch(1, 3, 0)
+        assert shown.status is None  # gone when training starts
         for _ in range(25):
             shown.step(2.5, 1234.0)
-    assert "learning the vocabularies" not in out.getvalue()
+    assert "learning the vocabularies" in out.getvalue()
+    assert not any(LINE.match(line) for line in out.getvalue().splitlines())
     assert "batch 10:" not in out.getvalue()
 
 

@@ -1,7 +1,8 @@
 """What `attncli train` shows on stderr while it works.
 
-On a terminal: a bar for the epochs and one for the steps of the current epoch (loss,
-target tokens per second, time left). When stderr is not a terminal (`attncli train
+On a terminal: a spinner naming the stage the run is in until training starts, then a
+bar for the epochs and one for the steps of the current epoch (loss, target tokens per
+second, time left). When stderr is not a terminal (`attncli train
 2>log`, a job scheduler): plain lines instead, one per stage (reading the data,
 learning the vocabularies, building the model, training) and one every
 `training.log_every` batches (loss, target tokens per second, time elapsed), as Joey
@@ -60,24 +61,35 @@ class TrainingDisplay:
             console=self.console,
             transient=True,
         )
+        self.status = None  # the spinner of the stage before training, on a terminal
         self.steps_per_epoch = None
         self.epoch_task = None
         self.step_task = None
         self.rows = []
 
     def __enter__(self):
-        if not self.plain:
-            self.progress.start()
         return self
 
     def __exit__(self, *exc_info):
-        if not self.plain:
+        self._end_stage()
+        if self.epoch_task is not None and not self.plain:
             self.progress.stop()
 
     def stage(self, text):
-        """A stage of the run begins (`"reading the data"`): one line when not a terminal."""
+        """A stage of the run begins (`"reading the data"`): a line when not a terminal,
+        else the text of a spinner, until the next stage or the first epoch."""
         if self.plain:
             self._line(text)
+        elif self.status is None:
+            self.status = self.console.status(text)
+            self.status.start()
+        else:
+            self.status.update(text)
+
+    def _end_stage(self):
+        if self.status is not None:
+            self.status.stop()
+            self.status = None
 
     def _line(self, text):
         elapsed = round(time.monotonic() - self.started)
@@ -90,7 +102,9 @@ class TrainingDisplay:
             start = f" from batch {done_steps + 1}" if done_steps else ""
             self._line(f"training epoch {epoch} of {total}{start}")
             return
+        self._end_stage()
         if self.epoch_task is None:
+            self.progress.start()
             self.epoch_task = self.progress.add_task(
                 "epochs", total=total, completed=epoch - 1, status=""
             )
