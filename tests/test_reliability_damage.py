@@ -15,7 +15,7 @@ import shutil
 
 import pytest
 from attncli_runs import (  # noqa: F401  (run and trained are fixtures)
-    TINY, attncli, run, succeeds, trained,
+    attncli, run, start, succeeds, trained, wait_for,
 )
 from cli_errors import one_line_error
 
@@ -116,6 +116,21 @@ def test_an_export_clears_what_a_killed_export_left_and_takes_long_samples(train
     assert (tmp_path / "export" / "saved_model.pb").is_file()
     assert sorted(path.name for path in tmp_path.iterdir()) == ["export"]
     assert max(map(len, result.stderr.splitlines())) < 400
+
+
+@pytest.mark.slow
+def test_what_a_killed_export_leaves_is_what_the_next_one_clears(trained, tmp_path):
+    export = start("export", trained, tmp_path / "export", cwd=tmp_path)
+    try:
+        wait_for(lambda: any(path.name.startswith(".export.") for path in tmp_path.iterdir()),
+                 export)
+        live = [path for path in tmp_path.iterdir() if path.name.startswith(".export.")]
+        assert clear_abandoned(tmp_path / "export") == []  # its writer holds it
+    finally:
+        export.kill()
+        export.communicate()
+    assert clear_abandoned(tmp_path / "export") == live
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_staging_directory_held_by_its_writer_is_kept(tmp_path):
