@@ -29,6 +29,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from attncli.errors import AttncliError, shown
+
 
 def write_atomically(path, data):
     """Write `data` (bytes, or str written as UTF-8) to `path`, replacing it in one step.
@@ -87,8 +89,6 @@ def first_link(directory):
 
 def link_refused(path):
     """The error that refuses to write through the symbolic link `path`."""
-    from attncli.errors import AttncliError, shown
-
     try:
         target = f" (to {shown(os.readlink(path))})"
     except OSError:
@@ -187,14 +187,18 @@ def clear_abandoned(destination):
     for path in sorted(destination.parent.iterdir()):
         if not name.fullmatch(path.name) or path.is_symlink() or not path.is_dir():
             continue
-        descriptor = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            descriptor = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            continue  # not ours to read, or gone since
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             continue  # a writer at work
         else:
-            shutil.rmtree(path)
-            removed.append(path)
+            shutil.rmtree(path, ignore_errors=True)
+            if not path.exists():
+                removed.append(path)
         finally:
             os.close(descriptor)
     return removed
