@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from layers.base_attention import BaseAttention
+from layers.base_attention import BaseAttention, score_dtype
 
 
 @keras.saving.register_keras_serializable(package="attncli")
@@ -25,6 +25,9 @@ class BahdanauAttention(BaseAttention):
     with a scalar gain `g` (initialised to `sqrt(1 / units)`) and a bias `b`
     (initialised to zeros). Then `weights_t = softmax(scores_t)` over the valid
     keys and `context_t = sum_s weights_t[s] v_s`.
+
+    Under float16 and bfloat16 the scores and the softmax are computed in
+    float32 and the weights cast back for the weighted sum (`BaseAttention`).
 
     `project_keys(keys) = keys @ W_k` does not depend on the query: a decoder
     computes it once per source sequence and passes it to `attend` at every step.
@@ -108,7 +111,9 @@ class BahdanauAttention(BaseAttention):
         return ops.matmul(keys, ops.cast(self.W_k, keys.dtype))
 
     def score_projected(self, query, projected_keys):
-        dtype = query.dtype
+        # float32 for half-precision queries, as every attncli score.
+        dtype = score_dtype(query.dtype)
+        query = ops.cast(query, dtype)
         projected_query = ops.matmul(query, ops.cast(self.W_q, dtype))
         # hidden: batch x Tq x Tv x units
         hidden = ops.expand_dims(projected_query, -2) + ops.expand_dims(
@@ -117,7 +122,8 @@ class BahdanauAttention(BaseAttention):
         v = self.v
         if self.normalize:
             hidden = hidden + ops.cast(self.b, dtype)
-            # g · v / ‖v‖ in float32: a sum of squares can overflow float16.
+            # g · v / ‖v‖ in float32: a sum of squares can overflow float16 (a
+            # float16 policy's variables are float16).
             v = ops.cast(v, "float32")
             v = ops.cast(self.g, "float32") * v / ops.sqrt(ops.sum(ops.square(v)))
         return ops.sum(ops.tanh(hidden) * ops.cast(v, dtype), axis=-1)

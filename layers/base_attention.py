@@ -5,6 +5,21 @@ from keras import ops
 
 from layers.masking import masked_softmax, sequence_mask
 
+HALF_DTYPES = ("float16", "bfloat16")
+
+
+def score_dtype(dtype):
+    """The dtype attention scores are computed in for queries of `dtype`.
+
+    float32 for float16 and bfloat16, `dtype` itself otherwise. A float16
+    product `<q, k>` overflows past 65,504 (queries and keys of 8 components
+    near 100 are enough), and its softmax is then NaN; bfloat16 has float32's
+    range but an 8-bit significand, which rounds a score near 300 to a multiple
+    of 2 and so each weight to a factor of `e^2`.
+    """
+    dtype = keras.backend.standardize_dtype(dtype)
+    return "float32" if dtype in HALF_DTYPES else dtype
+
 
 class BaseAttention(keras.layers.Layer):
     """Attention pooling: score, masked softmax, weighted sum of the values.
@@ -18,12 +33,18 @@ class BaseAttention(keras.layers.Layer):
     Padding keys get weight exactly 0; a query with no valid key gets a zero
     context; outputs at padded query positions are zero.
 
-    Subclasses implement `score_projected(query, projected_keys)` and, where the
-    score has a term in the keys alone (`W_k k` in additive attention, `W_a k` in
-    Luong's general score), `project_keys(keys)`: a decoder projects the keys once
-    per source sequence and passes them to `attend` at every step. Subclasses that
-    restrict or reweight the keys (local attention) override `score_mask` and
-    `reweight`.
+    Under float16 and bfloat16 (pure or mixed policies) the scores, the softmax
+    and the reweighting are computed in float32 (`score_dtype`): a float16
+    `<q, k>` past 65,504 would be `inf` and its weights NaN. The weights are
+    then cast to the values' dtype, the layer's compute dtype, in which the
+    weighted sum is taken and the weights are returned.
+
+    Subclasses implement `score_projected(query, projected_keys)`, computed in
+    `score_dtype(query.dtype)`, and, where the score has a term in the keys
+    alone (`W_k k` in additive attention, `W_a k` in Luong's general score),
+    `project_keys(keys)`: a decoder projects the keys once per source sequence
+    and passes them to `attend` at every step. Subclasses that restrict or
+    reweight the keys (local attention) override `score_mask` and `reweight`.
 
     Args:
         dropout: float in `[0, 1)`, the fraction of attention weights dropped while
@@ -144,13 +165,17 @@ class BaseAttention(keras.layers.Layer):
         if use_causal_mask:
             causal = self._causal_mask(ops.shape(scores)[-2], ops.shape(scores)[-1])
             allowed = causal if allowed is None else ops.logical_and(allowed, causal)
+        # weights: float32 for half-precision inputs, as the scores are
         weights = masked_softmax(scores, allowed)
         weights = self.reweight(weights, query, key, value_mask, query_positions)
         if training and self.dropout > 0.0:
             weights = keras.random.dropout(
                 weights, self.dropout, seed=self.seed_generator
             )
-        context = ops.matmul(weights, ops.cast(value, weights.dtype))
+        # Back to the values' dtype (the compute dtype): weights that sum to at
+        # most 1 keep the weighted sum within the values' own range.
+        weights = ops.cast(weights, value.dtype)
+        context = ops.matmul(weights, value)
         if query_mask is not None:
             query_mask = ops.cast(ops.expand_dims(query_mask, -1), context.dtype)
             context = context * query_mask

@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from layers.base_attention import BaseAttention
+from layers.base_attention import BaseAttention, score_dtype
 
 
 @keras.saving.register_keras_serializable(package="attncli")
@@ -17,8 +17,9 @@ class DotProductAttention(BaseAttention):
     scaling it is the scaled dot product of Vaswani et al. 2017, which keeps the
     scores' variance independent of `d`. In matrix form, for `Q` of shape
     `(Tq, d)` and `K` of shape `(Tv, d)`: `scores = Q K^T / sqrt(d)`, computed as
-    `(Q / sqrt(d)) K^T` so that no intermediate exceeds the scaled scores (in
-    float16, `<q, k>` can overflow where `<q, k> / sqrt(d)` does not).
+    `(Q / sqrt(d)) K^T` so that no intermediate exceeds the scaled scores.
+    Half-precision queries and keys are scored in float32: in float16 the plain
+    `<q, k>` overflows past 65,504 (`BaseAttention`).
 
     Args:
         use_scale: bool; divide the scores by `sqrt(d)`. Defaults to True.
@@ -56,18 +57,19 @@ class DotProductAttention(BaseAttention):
         self.use_scale = use_scale
 
     def score_projected(self, query, projected_keys):
+        # float32 for half-precision queries: <q, k> overflows float16 at 65,504.
+        dtype = score_dtype(query.dtype)
+        query = ops.cast(query, dtype)
         if self.use_scale:
             # The query is scaled before the product, as Keras's MultiHeadAttention
-            # does: <q, k> itself can overflow float16 (65,504) where <q, k>/sqrt(d)
-            # does not. A product with a Python float: its gradient, unlike a
-            # division's, computes nothing for the constant.
+            # does: no intermediate exceeds the scaled scores. A product with a
+            # Python float: its gradient, unlike a division's, computes nothing
+            # for the constant.
             query = query * (1.0 / math.sqrt(query.shape[-1]))
         # scores: batch x Tq x Tv. The einsum contracts the keys' last axis in
         # place; matmul(query, swapaxes(keys)) would copy the keys transposed on
         # every eager call.
-        return ops.einsum(
-            "...qd,...kd->...qk", query, ops.cast(projected_keys, query.dtype)
-        )
+        return ops.einsum("...qd,...kd->...qk", query, ops.cast(projected_keys, dtype))
 
     def get_config(self):
         config = super().get_config()

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from layers.base_attention import BaseAttention
+from layers.base_attention import BaseAttention, score_dtype
 
 SCORES = ("dot", "general", "concat")
 ALIGNMENTS = ("global", "local-m", "local-p")
@@ -51,6 +51,10 @@ class LuongAttention(BaseAttention):
 
     A query whose window holds no valid key (local-m with `t` past the source's
     end) gets all-zero weights and a zero context.
+
+    Under float16 and bfloat16 the scores, `p_t`, the softmax and the Gaussian
+    are computed in float32, and the weights cast back for the weighted sum
+    (`BaseAttention`): a float16 `h_tᵀ h̄_s` overflows past 65,504.
 
     Args:
         score: `"dot"`, `"general"` or `"concat"`. Defaults to `"dot"`.
@@ -188,18 +192,21 @@ class LuongAttention(BaseAttention):
         return keys
 
     def score_projected(self, query, projected_keys):
-        projected_keys = ops.cast(projected_keys, query.dtype)
+        # float32 for half-precision queries: h_tᵀ h̄_s overflows float16 at 65,504.
+        dtype = score_dtype(query.dtype)
+        query = ops.cast(query, dtype)
+        projected_keys = ops.cast(projected_keys, dtype)
         if self.score_name in ("dot", "general"):
             # scores: batch x Tq x Tv; the einsum contracts the keys' last axis
             # in place, where matmul(query, swapaxes(keys)) copies them transposed.
             return ops.einsum("...qd,...kd->...qk", query, projected_keys)
-        query_half = ops.cast(self.W_a, query.dtype)[: self._query_dim]
+        query_half = ops.cast(self.W_a, dtype)[: self._query_dim]
         projected_query = ops.matmul(query, query_half)
         # hidden: batch x Tq x Tv x units
         hidden = ops.tanh(
             ops.expand_dims(projected_query, -2) + ops.expand_dims(projected_keys, -3)
         )
-        return ops.sum(hidden * ops.cast(self.v_a, query.dtype), axis=-1)
+        return ops.sum(hidden * ops.cast(self.v_a, dtype), axis=-1)
 
     def aligned_positions(self, query, keys, value_mask=None, query_positions=None):
         """The window centres `p_t` of local attention, float32 `(batch_size, Tq)`.
@@ -219,6 +226,8 @@ class LuongAttention(BaseAttention):
             return ops.broadcast_to(
                 ops.cast(query_positions, "float32"), batch_and_queries
             )
+        # In float32 for half-precision queries, as the scores are.
+        query = ops.cast(query, score_dtype(query.dtype))
         hidden = ops.tanh(ops.matmul(query, ops.cast(self.W_p, query.dtype)))
         logits = ops.matmul(hidden, ops.cast(self.v_p, query.dtype))
         fraction = ops.sigmoid(ops.cast(logits, "float32"))

@@ -5,6 +5,7 @@ Attention must give padding positions exactly zero weight. Both helpers here use
 """
 
 import keras
+import numpy as np
 from keras import ops
 
 _HALF_DTYPES = ("float16", "bfloat16")
@@ -49,14 +50,18 @@ def masked_softmax(scores, mask=None, axis=-1):
     all below it, the masked positions would take the weight (or, where the
     valid scores are very far below, every weight would underflow to 0). The
     softmax subtracts the row's largest score, which is a valid one, before it
-    exponentiates, so no exponential overflows at any magnitude. A row whose
-    mask is False everywhere would be `-inf` throughout, whose softmax is NaN: it
-    keeps its own scores instead and gets all-zero weights, never NaN, never
+    exponentiates, so no exponential overflows at any magnitude. A score that
+    overflowed to `±inf` is held at the dtype's largest finite magnitude first
+    (`inf - inf` would be NaN): the keys whose scores overflowed upwards share
+    the weight, as they would in the limit. A row whose mask is False everywhere
+    would be `-inf` throughout, whose softmax is NaN: its scores are replaced by
+    zeros, whatever they were, and its weights are all zero, never NaN, never
     uniform. float16 and bfloat16 scores are normalised in float32 and the
     weights cast back.
 
     Args:
-        scores: float tensor of finite values, e.g. `(batch_size, Tq, Tv)`.
+        scores: float tensor, e.g. `(batch_size, Tq, Tv)`; NaN scores on
+            allowed positions give NaN weights.
         mask: boolean tensor broadcastable to `scores`, True where a position may
             be attended to. `None` means no masking.
         axis: the axis to normalise over. Defaults to `-1`.
@@ -72,15 +77,17 @@ def masked_softmax(scores, mask=None, axis=-1):
     dtype = keras.backend.standardize_dtype(scores.dtype)
     if dtype in _HALF_DTYPES:
         scores = ops.cast(scores, "float32")
+    largest = float(np.finfo(keras.backend.standardize_dtype(scores.dtype)).max)
+    scores = ops.clip(scores, -largest, largest)
     if mask is not None:
         mask = ops.cast(mask, "bool")
         # -inf rather than the large finite number Keras's own layers use: it is
         # below every finite score, so the result cannot depend on the scores'
-        # magnitude. Its exponential and its gradient are exact zeros.
+        # magnitude. Its exponential and its gradient are exact zeros. A row
+        # masked throughout takes zeros instead, whose softmax is finite.
         masked_throughout = ops.logical_not(ops.any(mask, axis=axis, keepdims=True))
-        scores = ops.where(
-            ops.logical_or(mask, masked_throughout), scores, float("-inf")
-        )
+        fill = ops.where(masked_throughout, 0.0, float("-inf"))
+        scores = ops.where(mask, scores, ops.cast(fill, scores.dtype))
     if scores.shape[axis] == 1:
         # One position (a one-word source) takes all the weight; ops.softmax would
         # warn on every such call.

@@ -40,13 +40,16 @@ class MultiHeadAttention(BaseAttention):
 
     `scaled_dot` and `dot` are `DotProductAttention(use_scale=False)`, the scaled
     one on queries already multiplied by `1/sqrt(d_k)` (the same scores, but the
-    product `<q, k>` is never formed at full size, so float16 does not overflow);
+    product `<q, k>` is never formed at full size);
     `general` and `concat` are `LuongAttention`, `additive` is
     `BahdanauAttention`. The score layer's own weights (`W_a`, `v_a`, `v`, ...)
     act on `key_dim`-sized heads and are shared by all heads; the heads differ
     through their projections `W_q^i`, `W_k^i`, `W_v^i`. Masking, the softmax,
     dropout on the weights and the causal mask are `BaseAttention.attend`'s, run
-    on a heads axis. The output at a padded query is zero.
+    on a heads axis. The output at a padded query is zero. Under float16 and
+    bfloat16 the projections run in the compute dtype, the scores and the
+    softmax in float32 (a float16 `<q, k>` overflows past 65,504), and the
+    weights are cast back for the weighted sum of the values.
 
     Kernels are stored in Keras's `(input, output)` layout with the heads side by
     side, as in the paper's concatenation: `W_q` has shape
