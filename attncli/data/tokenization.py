@@ -307,7 +307,8 @@ def check_drop_pattern(pattern, name="drop_pattern"):
     if not isinstance(pattern, str):
         raise DataError(f"{name} must be a string. Received: {name}={shown(pattern)}")
     try:
-        tf.strings.regex_full_match("", pattern)
+        with tf.init_scope():  # compiled now, even when a tokenizer is made inside a graph
+            tf.strings.regex_full_match("", pattern)
     except tf.errors.InvalidArgumentError as error:
         reason = error.message.strip().splitlines()[0] if error.message.strip() else "invalid"
         raise DataError(
