@@ -106,7 +106,7 @@ def create_app(registry, limits, token=None, load=None, on_loaded=None):
             raise RequestError(503, "the models are still loading; try again in a few "
                                "seconds", {"Retry-After": "5"})
 
-    @app.get("/health", responses={503: {"model": schemas.ErrorResponse}})
+    @app.get("/health")
     async def health():
         """200 once every model is loaded and its searches traced; 503 before."""
         if not registry.ready:
