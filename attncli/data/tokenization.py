@@ -22,7 +22,11 @@ and no spaces next to Chinese or Japanese characters. BLEU is computed on this t
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -307,13 +311,29 @@ def check_drop_pattern(pattern, name="drop_pattern"):
     if not isinstance(pattern, str):
         raise DataError(f"{name} must be a string. Received: {name}={shown(pattern)}")
     try:
-        with tf.init_scope():  # compiled now, even when a tokenizer is made inside a graph
+        # RE2 logs its own complaint on stderr (fd 2) besides raising: the error says it.
+        with _quiet_stderr(), tf.init_scope():  # compiled now, even inside a graph
             tf.strings.regex_full_match("", pattern)
     except tf.errors.InvalidArgumentError as error:
-        reason = error.message.strip().splitlines()[0] if error.message.strip() else "invalid"
+        found = re.search(r"error: (.*?)(?: \[Op:|$)", error.message)
+        reason = found.group(1) if found else "invalid"
         raise DataError(
             f"{name} is not an RE2 pattern ({shown(reason)}). Received: {name}={shown(pattern)}"
         ) from None
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """Within it, what the C++ libraries write on stderr (fd 2) is dropped."""
+    sys.stderr.flush()
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
 
 
 def _character_counts(words) -> tuple[dict, set, int]:
