@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from attncli.cli.runs import model_directory
-from attncli.errors import AttncliError
+from attncli.errors import AttncliError, clipped, shown
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
@@ -35,10 +35,12 @@ def model_specs(run_path, ensemble, named):
     for spec in named:
         name, equals, path = spec.partition("=")
         if not equals or not path:
-            raise AttncliError(f"--model {spec!r}: write NAME=RUN, e.g. --model es-en=runs/default")
+            raise AttncliError(
+                f"--model {shown(spec)}: write NAME=RUN, e.g. --model es-en=runs/default"
+            )
         if not NAME.fullmatch(name):
             raise AttncliError(
-                f"--model {spec!r}: a name is letters, digits, '.', '_' and '-' (at most 64)"
+                f"--model {shown(spec)}: a name is letters, digits, '.', '_' and '-' (at most 64)"
             )
         specs.append((name, [model_directory(path)]))
     if not specs:
@@ -55,8 +57,9 @@ def listen(host, port):
     try:
         info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     except socket.gaierror as error:
-        raise AttncliError(f"--host {host}: not an address of this machine ({error.strerror})") \
-            from None
+        raise AttncliError(
+            f"--host {clipped(host)}: not an address of this machine ({error.strerror})"
+        ) from None
     sock = socket.socket(info[0], socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
