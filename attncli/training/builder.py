@@ -9,6 +9,7 @@ returns the parts as a `TrainingParts` for `Trainer`. Resuming restores the newe
 checkpoint that can be read (and, distributed, that every worker holds).
 """
 
+import contextlib
 import dataclasses
 import math
 
@@ -152,7 +153,8 @@ def build_training(config, run, progress, data_dir=None, resume=False, strategy=
     check_fits_in_memory(model_config, training.average_decay is not None)
     _stage(progress, "building the model")
     with strategy.scope():
-        model = Seq2Seq(model_config)
+        with dtype_policy(training.precision):
+            model = Seq2Seq(model_config)
         # Distributed, the train step clips the summed gradient itself.
         optimizer = make_optimizer(
             dataclasses.replace(training, clip_norm=None) if distributed else training
@@ -187,6 +189,23 @@ def build_training(config, run, progress, data_dir=None, resume=False, strategy=
         model=model, optimizer=optimizer, position=position, checkpoints=checkpoints,
         encoded=encoded, valid_encoded=valid_encoded, stats=stats,
     )
+
+
+@contextlib.contextmanager
+def dtype_policy(name):
+    """Keras's global dtype policy set to `name` (`"float32"`, `"mixed_bfloat16"`,
+    ...) while the layers made inside take it, and restored after.
+
+    A `Seq2Seq` makes and builds all its layers when it is made, so they keep the
+    policy; the rest of the process (the kept model read back, the export) stays
+    in float32.
+    """
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(name)
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(previous)
 
 
 def _stage(progress, text):

@@ -70,7 +70,9 @@ def make_optimizer(config=None):
     """Adam (`FusedAdam`) with the configured schedule, clipping by global norm and average.
 
     With `config.average_decay`, an `AveragingAdam` keeps the moving average of the
-    trainable weights; `finalize_variable_values` copies it into them.
+    trainable weights; `finalize_variable_values` copies it into them. With
+    `config.precision == "mixed_float16"` it is wrapped in a
+    `keras.optimizers.LossScaleOptimizer`.
     """
     config = config or TrainingConfig()
     learning_rate = config.learning_rate
@@ -80,11 +82,17 @@ def make_optimizer(config=None):
             config.decay_steps, config.decay_rate,
         )
     if config.average_decay is None:
-        return FusedAdam(learning_rate=learning_rate, global_clipnorm=config.clip_norm)
-    return AveragingAdam(
-        learning_rate=learning_rate, global_clipnorm=config.clip_norm, use_ema=True,
-        ema_momentum=config.average_decay,
-    )
+        optimizer = FusedAdam(learning_rate=learning_rate, global_clipnorm=config.clip_norm)
+    else:
+        optimizer = AveragingAdam(
+            learning_rate=learning_rate, global_clipnorm=config.clip_norm, use_ema=True,
+            ema_momentum=config.average_decay,
+        )
+    if config.precision == "mixed_float16":
+        # The train step multiplies the loss by the scale (`scale_loss`); the
+        # wrapper divides the gradients by it, then clips and applies them.
+        return keras.optimizers.LossScaleOptimizer(optimizer)
+    return optimizer
 
 
 def smoothed_cross_entropy(logits, labels, label_smoothing=0.0):
@@ -231,7 +239,9 @@ def make_train_step(model, optimizer, config=None):
                 model, inputs, target_out, config.label_smoothing, training=True,
                 logits_on=config.logits_on,
             )
-        gradients = tape.gradient(loss, variables)
+            # The loss itself, or times the loss scale under mixed_float16.
+            scaled_loss = optimizer.scale_loss(loss)
+        gradients = tape.gradient(scaled_loss, variables)
         optimizer.apply_gradients(zip(gradients, variables))
         return {"loss": loss, "tokens": tokens}
 
