@@ -14,7 +14,8 @@ there; the checks:
   reference reads the inputs as the layer received them, rounded to the half type;
 - each query's weights sum to 1 over its allowed keys (Luong's local-p: to its
   Gaussian-weighted share, at most 1), masked keys get exactly 0, and a sentence
-  masked throughout gets all-zero weights and a zero context, as in float32.
+  masked throughout gets all-zero weights and a zero context, as in float32;
+- in float16, the gradients reach every weight, finite.
 
 And `masked_softmax` itself: scores that overflowed to `±inf` give no NaN either.
 
@@ -30,6 +31,7 @@ import numpy as np
 import pytest
 from keras import ops
 
+from backend_gradients import gradients
 from layers import (
     BahdanauAttention,
     DotProductAttention,
@@ -287,6 +289,27 @@ def test_global_policy_reaches_the_score(policy):
                                        atol=WEIGHT_TOLERANCE[layer.compute_dtype])
     finally:
         keras.config.set_dtype_policy(previous)
+
+
+@pytest.mark.parametrize("policy", ["float16", "mixed_float16"])
+@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+def test_gradients_on_large_inputs_are_finite(case, policy):
+    """Training reads the gradients too: they reach every weight, finite, through
+    the float32 scores and the casts around them."""
+    layer = case.make(policy)
+    query, keys, values = (as_received(a, layer.compute_dtype) for a in large_inputs())
+    case.call(layer, query, keys, values)
+    set_weights(layer)
+
+    def loss():
+        outputs, _ = case.call(layer, query, keys, values)
+        # Outputs near 300 summed: scaled to a loss of order 1, as a real one is.
+        return ops.sum(ops.cast(outputs, "float32")) * 1e-3
+
+    by_weight, _ = gradients(loss, layer.trainable_weights)
+    for weight, gradient in zip(layer.trainable_weights, by_weight):
+        assert gradient is not None, weight.path
+        assert np.all(np.isfinite(gradient)), weight.path
 
 
 INF = float("inf")
