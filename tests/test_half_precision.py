@@ -1,4 +1,4 @@
-"""Half precision: no score overflows and no weight is NaN, whatever the magnitude.
+"""Half precision: no score overflows and no weight is NaN, however large the scores.
 
 Every layer of `layers/`, with every score and alignment, in float16 and bfloat16 and
 under the mixed_float16 and mixed_bfloat16 policies, on queries and keys near 300: the
