@@ -1,14 +1,20 @@
-"""The server's parts without a model: the batcher's fairness, queue and failures, and
-the application's full-queue answer and token, over a registry of a fake model."""
+"""The server's parts without a model: the batcher's fairness, queue and failures; the
+application's full-queue answer and token, over a registry of a fake model; the
+command's arguments, refused before anything loads."""
 
 import asyncio
+import socket
 import threading
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from typer.testing import CliRunner
 
+from attncli.cli.app import app
+from attncli.cli.serve_command import model_specs
 from attncli.serve.app import create_app
 from attncli.serve.batching import Batcher, QueueFull
 from attncli.serve.limits import Limits, RequestError
@@ -201,3 +207,43 @@ def test_the_page_opened_with_its_token_sets_a_cookie_its_requests_carry():
         assert "HttpOnly" in page.headers["set-cookie"]
         # The client keeps the cookie, as a browser does.
         assert client.post("/translate", json={"texts": ["ab"]}).status_code == 200
+
+
+# --- the command's arguments, checked before anything loads -------------------------
+
+FIXTURE_RUN = Path(__file__).resolve().parent / "fixtures" / "run-0.1.0"
+
+
+def test_runs_are_served_under_their_names():
+    specs = model_specs(FIXTURE_RUN, [FIXTURE_RUN], [f"g2p={FIXTURE_RUN / 'model'}"])
+    assert specs == [("run-0.1.0", [FIXTURE_RUN / "model", FIXTURE_RUN / "model"]),
+                     ("g2p", [FIXTURE_RUN / "model"])]
+    assert model_specs(FIXTURE_RUN / "model", [], [])[0][0] == "run-0.1.0"
+
+
+@pytest.mark.parametrize("args, fragment", [
+    ([], "give a RUN to serve"),
+    (["--ensemble", str(FIXTURE_RUN)], "--ensemble decodes other runs together with RUN"),
+    ([str(FIXTURE_RUN), "--model", "noequals"], "write NAME=RUN"),
+    ([str(FIXTURE_RUN), "--model", "a b=x"], "a name is letters"),
+    ([str(FIXTURE_RUN), "--model", f"run-0.1.0={FIXTURE_RUN}"], "two models are named"),
+    ([str(FIXTURE_RUN), "--max-texts", "5000"], "--max-texts (5000) is larger than"),
+    ([str(FIXTURE_RUN), "--batch-tokens", "0"], "--batch-tokens must be >= 1"),
+    ([str(FIXTURE_RUN), "--token", " "], "--token is empty"),
+    ([str(FIXTURE_RUN), "--host", "no.such.host.invalid"], "--host no.such.host.invalid"),
+])
+def test_serve_refuses_bad_arguments_in_one_line_before_loading(args, fragment):
+    result = CliRunner().invoke(app, ["serve", *args], prog_name="attncli")
+    assert result.exit_code == 2, result.output
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("Error: ") and fragment in line, line
+
+
+def test_a_port_in_use_is_one_line():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(app, ["serve", str(FIXTURE_RUN), "--port", str(port)])
+    assert result.exit_code == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
