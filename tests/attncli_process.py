@@ -10,7 +10,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 def attncli(*args, cwd, stdin=None, timeout=300, check=True):
     """Run `python -m attncli ARGS` in `cwd`; with `check`, fail unless it exits 0."""
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    # Piped, as a user's shell pipes it: no COLUMNS or LINES (pytest-xdist's workers have
+    # COLUMNS=80 and LINES=24, which would lay the tables out for an 80-column terminal).
+    env = {key: value for key, value in os.environ.items() if key not in ("COLUMNS", "LINES")}
+    env.update(PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="3")
     result = subprocess.run(
         [sys.executable, "-m", "attncli", *map(str, args)],
         cwd=cwd, input=stdin, capture_output=True, text=True, timeout=timeout, env=env,

@@ -33,7 +33,9 @@ RUNS = {
 
 
 def invoke(*args):
-    result = CliRunner().invoke(app, [str(arg) for arg in args], prog_name="attncli")
+    # Piped output without COLUMNS (pytest-xdist's workers set it to 80): full width.
+    result = CliRunner().invoke(app, [str(arg) for arg in args], prog_name="attncli",
+                                env={"COLUMNS": None, "LINES": None})
     assert result.exit_code == 0, result.output
     return result.stdout
 
