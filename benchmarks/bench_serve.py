@@ -59,7 +59,8 @@ def validation_sources(run, count, data_dir=None):
 def offline_rate(run, path, beam):
     """Sentences per second of `attncli translate --input` after start-up (this process)."""
     from attncli.cli.runs import model_directory
-    from attncli.cli.translate_command import BUFFERED_BATCHES, search_config, translate_lines
+    from attncli.cli.runs import search_config, translate_lines
+    from attncli.cli.translate_command import BUFFERED_BATCHES
     from attncli.search.ensemble import load_ensemble
 
     loaded = load_ensemble([model_directory(run)])

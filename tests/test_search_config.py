@@ -38,3 +38,33 @@ def test_n_best_is_one_unless_set_whatever_the_beam():
     assert SearchConfig(beam_size=4).returned == 1
     assert SearchConfig(beam_size=4, n_best=None).returned == 4
     assert SearchConfig(beam_size=4, n_best=2).returned == 2
+
+
+@pytest.mark.parametrize(
+    "base, changes, expected",
+    [
+        # Nothing given: the run's settings as they are.
+        (dict(beam_size=5, n_best=3, alpha=0.6), {}, dict(beam_size=5, n_best=3, alpha=0.6)),
+        # A narrower beam than the run's n_best, without an n_best of its own: the whole beam.
+        (dict(beam_size=5, n_best=3), dict(beam_size=2), dict(beam_size=2, n_best=2)),
+        # A wider beam keeps the run's n_best, and an n_best given wins.
+        (dict(beam_size=5, n_best=3), dict(beam_size=8), dict(beam_size=8, n_best=3)),
+        (dict(beam_size=5, n_best=3), dict(beam_size=2, n_best=1), dict(beam_size=2, n_best=1)),
+        # None (the whole beam) stays None whatever the beam.
+        (dict(beam_size=5, n_best=None), dict(beam_size=2), dict(beam_size=2, n_best=None)),
+        (dict(alpha=0.6), dict(alpha=0.0), dict(alpha=0.0)),
+    ],
+)
+def test_adjusted_applies_the_given_settings_and_keeps_n_best_within_the_beam(
+    base, changes, expected
+):
+    adjusted = SearchConfig(**base).adjusted(**changes)
+    assert {name: getattr(adjusted, name) for name in expected} == expected
+    assert adjusted.returned <= adjusted.beam_size
+
+
+def test_adjusted_refuses_settings_that_do_not_go_together():
+    with pytest.raises(ValueError, match="n_best=4"):
+        SearchConfig(beam_size=5).adjusted(beam_size=2, n_best=4)
+    with pytest.raises(ValueError, match="beam_size=0"):
+        SearchConfig().adjusted(beam_size=0)

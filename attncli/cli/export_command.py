@@ -25,8 +25,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from attncli.cli.runs import model_directory
-from attncli.cli.translate_command import search_config, translate_lines
+from attncli.cli.runs import model_directory, search_config, translate_lines
 from attncli.errors import AttncliError, clipped, shown
 from attncli.files import clear_abandoned, vacant
 

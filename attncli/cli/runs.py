@@ -1,4 +1,5 @@
-"""What several commands read the same way: a run's model directory, and lines of text."""
+"""What several commands do the same way: find a run's model directory, split lines of
+text, apply the command line's search settings, translate lines."""
 
 from pathlib import Path
 
@@ -43,3 +44,22 @@ def split_lines(text):
     if lines and lines[-1] == "":
         lines.pop()
     return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def search_config(base, beam, alpha, n_best):
+    """The run's decoding settings `base` with the command line's changes applied
+    (`SearchConfig.adjusted`); settings that do not go together are one line."""
+    try:
+        return base.adjusted(beam_size=beam, alpha=alpha, n_best=n_best)
+    except ValueError as error:
+        raise AttncliError(f"{error}; adjust --beam / --n-best / --alpha") from None
+
+
+def translate_lines(translator, lines, batch_size=64):
+    """Translations of `lines`, None for an empty line (it is not translated)."""
+    filled = [index for index, line in enumerate(lines) if line.strip()]
+    results = translator.translate([lines[index] for index in filled], batch_size=batch_size)
+    output = [None] * len(lines)
+    for index, result in zip(filled, results):
+        output[index] = result
+    return output

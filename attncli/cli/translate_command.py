@@ -46,7 +46,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from attncli.cli.line_stream import LineReader, decode_utf8, list_batches
-from attncli.cli.runs import model_directory, split_lines
+from attncli.cli.runs import model_directory, search_config, split_lines, translate_lines
 from attncli.errors import AttncliError, shown
 
 FORMATS = ("text", "tsv", "json")
@@ -117,25 +117,6 @@ def open_input(texts, input_file, stdin=None):
     return Input(LineReader(stream, "stdin"), None, interactive=stdin.isatty())
 
 
-def search_config(base, beam, alpha, n_best):
-    """The run's decoding settings with the command line's changes applied."""
-    import dataclasses
-
-    changes = {}
-    if beam is not None:
-        changes["beam_size"] = beam
-        if n_best is None and base.n_best is not None and base.n_best > beam:
-            changes["n_best"] = beam
-    if alpha is not None:
-        changes["alpha"] = alpha
-    if n_best is not None:
-        changes["n_best"] = n_best
-    try:
-        return dataclasses.replace(base, **changes)
-    except ValueError as error:
-        raise AttncliError(f"{error}; adjust --beam / --n-best / --alpha") from None
-
-
 def aligned(results, levels, translator, replace_unk):
     """`(results, alignments)`: each result's hypotheses aligned (`[UNK]` replaced if
     `replace_unk`); an empty line (None) has no hypotheses to align."""
@@ -145,16 +126,6 @@ def aligned(results, levels, translator, replace_unk):
     pairs = [align_translation(result, *levels, detokenize) if result is not None
              else (None, []) for result in results]
     return [result for result, _ in pairs], [links for _, links in pairs]
-
-
-def translate_lines(translator, lines, batch_size=64):
-    """Translations of `lines`, None for an empty line (it is not translated)."""
-    filled = [index for index, line in enumerate(lines) if line.strip()]
-    results = translator.translate([lines[index] for index in filled], batch_size=batch_size)
-    output = [None] * len(lines)
-    for index, result in zip(filled, results):
-        output[index] = result
-    return output
 
 
 def format_line(number, result, output_format, alignments=None):

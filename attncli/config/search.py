@@ -63,6 +63,27 @@ class SearchConfig:
         """The number of hypotheses returned per sentence: `n_best`, or `beam_size` if None."""
         return self.beam_size if self.n_best is None else self.n_best
 
+    def adjusted(self, beam_size=None, alpha=None, n_best=None):
+        """These settings with those given (not None) replaced, checked as any are.
+
+        A narrower beam than this `n_best` without an `n_best` of its own returns the
+        whole beam: `SearchConfig(beam_size=5, n_best=3).adjusted(beam_size=2)` has
+        `n_best` 2.
+
+        Raises:
+            ValueError: the settings do not go together (see the class).
+        """
+        changes = {}
+        if beam_size is not None:
+            changes["beam_size"] = beam_size
+            if n_best is None and self.n_best is not None and self.n_best > beam_size:
+                changes["n_best"] = beam_size
+        if alpha is not None:
+            changes["alpha"] = alpha
+        if n_best is not None:
+            changes["n_best"] = n_best
+        return dataclasses.replace(self, **changes)
+
     def to_dict(self):
         """The plain dict of every field, as the `decoding` section of a run stores it."""
         return dataclasses.asdict(self)

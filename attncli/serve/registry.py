@@ -82,17 +82,8 @@ class ServedModel:
             raise RequestError(
                 422, f"beam must be in [1, {self.limits.max_beam}]. Received: beam={beam}"
             )
-        changes = {}
-        if beam is not None:
-            changes["beam_size"] = beam
-            if n_best is None and (self.defaults.n_best or 0) > beam:
-                changes["n_best"] = beam
-        if alpha is not None:
-            changes["alpha"] = alpha
-        if n_best is not None:
-            changes["n_best"] = n_best
         try:
-            return dataclasses.replace(self.defaults, **changes)
+            return self.defaults.adjusted(beam_size=beam, alpha=alpha, n_best=n_best)
         except ValueError as error:
             message = str(error).replace("beam_size", "beam")
             raise RequestError(422, message) from None
