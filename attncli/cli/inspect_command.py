@@ -26,7 +26,6 @@ stdout (it is the result of the command); a table wider than the terminal is cut
 blocks of columns, each repeating the row labels.
 """
 
-import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -38,7 +37,9 @@ from rich.table import Table
 from attncli.cli.fonts import glyph_notice
 from attncli.cli.heatmap import heatmap_table, save_heatmap_png
 from attncli.cli.render import check_decimals
-from attncli.cli.runs import model_directory, split_lines
+from attncli.cli.runs import (
+    model_directory, run_name, search_config, split_lines, translate_lines,
+)
 from attncli.cli.step_table import step_table
 from attncli.cli.tables import print_fitted
 from attncli.errors import AttncliError, clipped
@@ -155,8 +156,7 @@ def read_sentences(input_file):
 def inspection_search(loaded, beam):
     """The run's own search (as `translate` uses it), with `beam` if given, one
     hypothesis per sentence."""
-    return dataclasses.replace(loaded.search, beam_size=beam or loaded.search.beam_size,
-                               n_best=1)
+    return search_config(loaded.search, beam, None, 1)
 
 
 def sentence_views(loaded, translator, lines):
@@ -164,10 +164,10 @@ def sentence_views(loaded, translator, lines):
     translated by `translator` (one batch) and inspected (`inspect_sentence`)."""
     from attncli.search.inspection import inspect_sentence
 
-    numbers = [number for number, line in enumerate(lines, start=1) if line.strip()]
-    translations = translator.translate([lines[number - 1] for number in numbers])
+    translations = translate_lines(translator, lines)
     return {number: inspect_sentence(loaded, translator, translation)
-            for number, translation in zip(numbers, translations)}
+            for number, translation in enumerate(translations, start=1)
+            if translation is not None}
 
 
 def _option_error(error):
@@ -281,11 +281,12 @@ def inspect(*, run_path, text, beam, png, step, params, decimals, attention=None
     if missing:
         print(glyph_notice(sorted(missing)), file=sys.stderr)
     if html is not None:
-        name = directory.parent.name if directory.name == "model" else directory.name
-        write_offline_page(html, shown[1][0], name, search)
+        write_offline_page(html, shown[1][0], run_name(run_path, directory), search)
         out.print(f"saved {html}", highlight=False, markup=False)
     if record is not None:
+        from attncli.search.inspection import START_LABEL
+
         tokens = shown[1][0].tokens
-        previous = "<start>" if record.step == 1 else tokens[record.step - 2]
+        previous = START_LABEL if record.step == 1 else tokens[record.step - 2]
         print_fitted(out, step_table(record, decimals, previous_token=previous), keep=2)
     return 0

@@ -14,7 +14,9 @@ def model_directory(run_path):
         return path
     run = RunDirectory.open(path)
     config = run.model_dir / "config.json"
-    if run.model_dir.is_dir() and not config.is_file():
+    if config.is_file():
+        return run.model_dir
+    if run.model_dir.is_dir():
         # A model is written whole (attncli.files.replace_directory): a file gone from it
         # was removed since.
         raise AttncliError(
@@ -23,18 +25,25 @@ def model_directory(run_path):
         )
     kept = [record["epoch"] for record in run.read_metrics()
             if isinstance(record, dict) and record.get("best") is True and "epoch" in record]
-    if not config.is_file() and kept:
+    if kept:
         raise AttncliError(
             f"{run.model_dir} is missing: the run kept a best model (epoch {kept[-1]}, "
             f"{run.metrics_path.name}) that is no longer there; copy the model directory "
             "back, or train the run again with --overwrite"
         )
-    if not config.is_file():
-        raise AttncliError(
-            f"{run.path} has no trained model yet (it is saved after the first "
-            "evaluation); train longer, or resume it with `attncli train --resume`"
-        )
-    return run.model_dir
+    raise AttncliError(
+        f"{run.path} has no trained model yet (it is saved after the first "
+        "evaluation); train longer, or resume it with `attncli train --resume`"
+    )
+
+
+def run_name(run_path, directory):
+    """The name a run is shown by: its folder's name, or for a model directory given
+    itself (`RUN/model`), its run's. `directory` is `model_directory(run_path)`."""
+    path = Path(run_path).resolve()
+    if directory == Path(run_path) and path.name == "model":
+        return path.parent.name
+    return path.name
 
 
 def split_lines(text):

@@ -12,9 +12,8 @@ import signal
 import socket
 import sys
 import time
-from pathlib import Path
 
-from attncli.cli.runs import model_directory
+from attncli.cli.runs import model_directory, run_name
 from attncli.errors import AttncliError, clipped, shown
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -26,10 +25,8 @@ def model_specs(run_path, ensemble, named):
     specs = []
     if run_path is not None:
         directory = model_directory(run_path)
-        path = Path(run_path).resolve()
-        name = path.parent.name if directory == Path(run_path) and path.name == "model" \
-            else path.name
-        specs.append((name, [directory, *(model_directory(other) for other in ensemble)]))
+        members = [directory, *(model_directory(other) for other in ensemble)]
+        specs.append((run_name(run_path, directory), members))
     elif ensemble:
         raise AttncliError("--ensemble decodes other runs together with RUN: give RUN")
     for spec in named:
