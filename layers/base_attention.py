@@ -3,22 +3,7 @@
 import keras
 from keras import ops
 
-from layers.masking import masked_softmax, sequence_mask
-
-HALF_DTYPES = ("float16", "bfloat16")
-
-
-def score_dtype(dtype):
-    """The dtype attention scores are computed in for queries of `dtype`.
-
-    float32 for float16 and bfloat16, `dtype` itself otherwise. A float16
-    product `<q, k>` overflows past 65,504 (queries and keys of 8 components
-    near 100 are enough), and its softmax is then NaN; bfloat16 has float32's
-    range but an 8-bit significand, which rounds a score near 300 to a multiple
-    of 2 and so each weight to a factor of `e^2`.
-    """
-    dtype = keras.backend.standardize_dtype(dtype)
-    return "float32" if dtype in HALF_DTYPES else dtype
+from layers.masking import masked_softmax, score_dtype, sequence_mask
 
 
 class BaseAttention(keras.layers.Layer):

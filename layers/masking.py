@@ -39,6 +39,19 @@ def sequence_mask(valid_lengths, maxlen, dtype="bool"):
     return mask
 
 
+def score_dtype(dtype):
+    """The dtype attention scores are computed in for queries of `dtype`.
+
+    float32 for float16 and bfloat16, `dtype` itself otherwise. A float16
+    product `<q, k>` overflows past 65,504 (queries and keys of 8 components
+    near 100 are enough), and its softmax is then NaN; bfloat16 has float32's
+    range but an 8-bit significand, which rounds a score near 300 to a multiple
+    of 2 and so each weight to a factor of `e^2`.
+    """
+    dtype = keras.backend.standardize_dtype(dtype)
+    return "float32" if dtype in _HALF_DTYPES else dtype
+
+
 def masked_softmax(scores, mask=None, axis=-1):
     """Softmax over `axis` that gives masked positions a weight of exactly 0.
 
@@ -75,9 +88,8 @@ def masked_softmax(scores, mask=None, axis=-1):
     [[1.0, 0.0, 0.0]]
     """
     dtype = keras.backend.standardize_dtype(scores.dtype)
-    if dtype in _HALF_DTYPES:
-        scores = ops.cast(scores, "float32")
-    largest = float(np.finfo(keras.backend.standardize_dtype(scores.dtype)).max)
+    scores = ops.cast(scores, score_dtype(dtype))
+    largest = float(np.finfo(score_dtype(dtype)).max)
     scores = ops.clip(scores, -largest, largest)
     if mask is not None:
         mask = ops.cast(mask, "bool")
