@@ -230,6 +230,9 @@ def test_runs_are_served_under_their_names():
     ([str(FIXTURE_RUN), "--max-texts", "5000"], "--max-texts (5000) is larger than"),
     ([str(FIXTURE_RUN), "--batch-tokens", "0"], "--batch-tokens must be >= 1"),
     ([str(FIXTURE_RUN), "--token", " "], "--token is empty"),
+    # A cookie would cut the first at ';', and HTTP headers cannot carry the second.
+    ([str(FIXTURE_RUN), "--token", "s3c;ret"], "--token may hold letters, digits"),
+    ([str(FIXTURE_RUN), "--token", "sécret"], "--token may hold letters, digits"),
     ([str(FIXTURE_RUN), "--host", "no.such.host.invalid"], "--host no.such.host.invalid"),
 ])
 def test_serve_refuses_bad_arguments_in_one_line_before_loading(args, fragment):

@@ -79,6 +79,13 @@ def serve(*, run_path, ensemble, named, host, port, token, limits, console, load
         raise AttncliError(str(error)) from None
     if token is not None and not token.strip():
         raise AttncliError("--token is empty: give the token clients must send")
+    # What a bearer token may hold (RFC 6750's b64token); the page's cookie carries it too,
+    # where ';', spaces, quotes and non-ASCII characters would cut or break it.
+    if token is not None and not re.fullmatch(r"[A-Za-z0-9._~+/-]+=*", token):
+        raise AttncliError(
+            "--token may hold letters, digits and . _ ~ + / - (then = signs) only: "
+            "choose another token"
+        )
     sock = listen(host, port)
     bound = sock.getsockname()
     where = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
