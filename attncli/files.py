@@ -14,7 +14,8 @@ must be absent or empty (an exported SavedModel goes where the user says);
 `clear_abandoned` deletes what a writer killed before the rename left beside it.
 
 Nothing here writes through a symbolic link: `write_atomically` replaces the link
-itself, and `open_to_append` refuses one (`os.O_NOFOLLOW`). A folder that is a link is
+itself, and `open_in_run` (the lock, `open_to_append`) refuses one (`os.O_NOFOLLOW`), and
+a hard link too. A folder that is a link is
 refused by its owner before anything is written (`first_link`, see
 `attncli.training.run_directory`).
 """
@@ -59,20 +60,35 @@ def write_atomically(path, data):
     _sync(path.parent)
 
 
-def open_to_append(path):
-    """`open(path, "a", encoding="utf-8")`, refusing a symbolic link at `path`.
+def open_in_run(path, flags, mode):
+    """`os.open(path, flags, mode)` for a file a run writes: never through a link.
+
+    A symbolic link is refused (`os.O_NOFOLLOW`), and so is a hard link (a file with
+    another name elsewhere): writing it would write that other file too.
 
     Raises:
-        AttncliError: when `path` is a symbolic link, naming it.
+        AttncliError: when `path` is a symbolic or a hard link, naming it.
         OSError: when the file cannot be opened for another reason.
     """
     try:
-        descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW,
-                             0o666)
+        descriptor = os.open(path, flags | os.O_NOFOLLOW, mode)
     except OSError as error:
         if error.errno == errno.ELOOP:
             raise link_refused(path) from None
         raise
+    names = os.fstat(descriptor).st_nlink
+    if names > 1:
+        os.close(descriptor)
+        raise AttncliError(
+            f"{path} is a hard link ({names} names); attncli never writes a file of a run "
+            "directory that has a name elsewhere: put a copy of it there, or remove it"
+        )
+    return descriptor
+
+
+def open_to_append(path):
+    """`open(path, "a", encoding="utf-8")` through `open_in_run`."""
+    descriptor = open_in_run(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
     return os.fdopen(descriptor, "a", encoding="utf-8")
 
 

@@ -94,6 +94,22 @@ def test_a_lock_link_in_a_new_run_directory_is_refused(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("name", [".writer.lock", "train.log", "metrics.jsonl"])
+def test_a_hard_link_in_a_run_is_refused_and_its_other_name_untouched(run, tmp_path, name):
+    """A file of the run that also has a name outside it: the lock would truncate it,
+    the log and metrics would grow it. One line naming it, the outside file as it was."""
+    precious = tmp_path / "precious"
+    precious.write_text("kept\n")
+    entry = run / name
+    entry.unlink(missing_ok=True)
+    os.link(precious, entry)
+    message = one_line_error(attncli("train", "--resume", "--run-dir", run,
+                                     "--set", "training.epochs=2", cwd=tmp_path))
+    assert f"{entry} is a hard link (2 names)" in message
+    assert precious.read_text() == "kept\n"
+
+
+@pytest.mark.slow
 def test_an_index_naming_files_outside_the_run_is_rebuilt_and_they_survive(run, tmp_path):
     outside = tmp_path / "else" / "where"
     outside.mkdir(parents=True)

@@ -12,7 +12,6 @@ locks RUN. On NFS, Linux maps `flock` onto the server's byte-range locks, so two
 machines are kept apart as well.
 """
 
-import errno
 import fcntl
 import json
 import os
@@ -21,7 +20,7 @@ import time
 from pathlib import Path
 
 from attncli.errors import AttncliError
-from attncli.files import link_refused
+from attncli.files import open_in_run
 
 LOCK_FILE = ".writer.lock"
 
@@ -51,10 +50,8 @@ def lock_run(directory):
     path = directory / LOCK_FILE
     try:
         # Never through a link: it would truncate and overwrite the file it points at.
-        descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        descriptor = open_in_run(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as error:
-        if error.errno == errno.ELOOP:
-            raise link_refused(path) from None
         raise AttncliError(
             f"cannot write in {directory} ({error.strerror}); choose a writable --run-dir"
         ) from None
