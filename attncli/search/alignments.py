@@ -213,8 +213,6 @@ def align_translation(translation, source_level, target_level, detokenize=None):
     """
     hypotheses, alignments = [], []
     for hypothesis in translation.hypotheses:
-        alignment = align(translation.source_tokens, hypothesis.tokens, hypothesis.weights,
-                          source_level, target_level, hypothesis.text)
         if detokenize is not None and UNK_TOKEN in hypothesis.tokens:
             # Replaced on the tokenizer's words, where an [UNK] is a word of its own.
             by_token = align(translation.source_tokens, hypothesis.tokens,
@@ -222,8 +220,9 @@ def align_translation(translation, source_level, target_level, detokenize=None):
             tokens = replace_unknown_words(hypothesis.tokens, by_token)
             shown = [token for token in tokens if token not in _NOT_WORDS]
             hypothesis = hypothesis._replace(tokens=tokens, text=detokenize(shown))
-            alignment = align(translation.source_tokens, tokens, hypothesis.weights,
-                              source_level, target_level, hypothesis.text)
+        # Over the words of the text as printed (with the replacements, if any).
+        alignment = align(translation.source_tokens, hypothesis.tokens, hypothesis.weights,
+                          source_level, target_level, hypothesis.text)
         hypotheses.append(hypothesis)
         alignments.append(alignment)
     return translation._replace(hypotheses=hypotheses), alignments
