@@ -395,8 +395,8 @@ def serve(
     ctx: typer.Context,
     run: Annotated[
         Path | None,
-        typer.Argument(metavar="RUN", help="A run directory (or a model directory), served "
-                       "under its directory's name.", show_default=False),
+        typer.Argument(help="A run directory (or a model directory), served under its "
+                       "directory's name.", show_default=False),
     ] = None,
     ensemble: Annotated[
         list[Path] | None,
@@ -412,31 +412,31 @@ def serve(
         str, typer.Option(metavar="ADDRESS", help="Address to listen on; 0.0.0.0 opens the "
                           "server to other machines.")
     ] = "127.0.0.1",
-    port: Annotated[int, typer.Option(metavar="N", help="Port; 0 picks a free one.")] = 8000,
+    port: Annotated[int, typer.Option(help="Port; 0 picks a free one.")] = 8000,
     token: Annotated[
         str | None,
         typer.Option(metavar="TOKEN", envvar="ATTNCLI_TOKEN",
                      help="Every request must send 'Authorization: Bearer TOKEN'."),
     ] = None,
     max_body_bytes: Annotated[
-        int, typer.Option(metavar="N", help="Largest request body, in bytes.")
+        int, typer.Option(help="Largest request body, in bytes.")
     ] = Limits.max_body_bytes,
-    max_texts: Annotated[int, typer.Option(metavar="N", help="Texts per request.")] = (
+    max_texts: Annotated[int, typer.Option(help="Texts per request.")] = (
         Limits.max_texts),
-    max_chars: Annotated[int, typer.Option(metavar="N", help="Characters per text.")] = (
+    max_chars: Annotated[int, typer.Option(help="Characters per text.")] = (
         Limits.max_chars),
     max_output_tokens: Annotated[
-        int, typer.Option(metavar="N", help="Refuse a text whose translation may be longer "
+        int, typer.Option(help="Refuse a text whose translation may be longer "
                           "(the run's max_length_ratio and max_length_offset).")
     ] = Limits.max_output_tokens,
-    max_beam: Annotated[int, typer.Option(metavar="N", help="Largest beam a request may "
+    max_beam: Annotated[int, typer.Option(help="Largest beam a request may "
                                           "ask for.")] = Limits.max_beam,
     max_queue: Annotated[
-        int, typer.Option(metavar="N", help="Texts waiting or being translated; past it, "
+        int, typer.Option(help="Texts waiting or being translated; past it, "
                           "503 with Retry-After.")
     ] = Limits.max_queue,
     batch_tokens: Annotated[
-        int, typer.Option(metavar="N", help="A batch's budget: source tokens times beam.")
+        int, typer.Option(help="A batch's budget: source tokens times beam.")
     ] = Limits.batch_tokens,
     batch_wait_ms: Annotated[
         float, typer.Option(metavar="MS", help="How long a batch waits for more texts.")
