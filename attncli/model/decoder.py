@@ -29,8 +29,9 @@ class AttentionDecoder(keras.layers.Layer):
     the encoder (left out of `get_config`).
 
     The decoder state is a tuple: the cell's states (`(h,)` for a GRU, `(h, c)` for
-    an LSTM), then `h~_{t-1}` if the decoder feeds it back, then the step number
-    `(batch_size,)` int32 if local-m attention needs it.
+    an LSTM; in the cell's `state_dtype`, float32 under a mixed policy), then
+    `h~_{t-1}` (in the compute dtype) if the decoder feeds it back, then the step
+    number `(batch_size,)` int32 if local-m attention needs it.
     """
 
     def __init__(self, vocab_size, embedding_dim, units, cell, memory_dim, score,
@@ -58,7 +59,7 @@ class AttentionDecoder(keras.layers.Layer):
                 vocab_size, embedding_dim, dtype=self.dtype_policy, name="embedding"
             )
         self.embedding = embedding
-        self.cell = make_cell(cell, units, name=f"{cell}_cell")
+        self.cell = make_cell(cell, units, name=f"{cell}_cell", dtype=self.dtype_policy)
         self.attention = make_attention(
             score, alignment, window, attention_units or units, name="attention"
         )
@@ -106,10 +107,10 @@ class AttentionDecoder(keras.layers.Layer):
 
     def initial_state(self, cell_state):
         """The decoder state before the first step, from the bridged cell state."""
-        state = tuple(cell_state)
+        state = tuple(ops.cast(s, self.cell.state_dtype) for s in cell_state)
         batch_size = ops.shape(state[0])[0]
         if self.feeds_back:
-            state += (ops.zeros((batch_size, self.units)),)
+            state += (ops.zeros((batch_size, self.units), dtype=self.compute_dtype),)
         if self.tracks_position:
             state += (ops.zeros((batch_size,), dtype="int32"),)
         return state
@@ -168,8 +169,8 @@ class AttentionDecoder(keras.layers.Layer):
         features, weights, _ = tf.scan(
             scan_step, projected,
             initializer=(
-                tf.zeros((batch_size, self.units)),
-                tf.zeros((batch_size, source_length)),
+                tf.zeros((batch_size, self.units), self.compute_dtype),
+                tf.zeros((batch_size, source_length), self.compute_dtype),
                 tuple(state),
             ),
         )
@@ -243,7 +244,7 @@ class BahdanauDecoder(AttentionDecoder):
         Returns `(features (B, units), new_state, weights (B, S))`.
         """
         cell_state, _, position = self._split_state(state)
-        query = cell_state[0][:, None, :]
+        query = ops.cast(cell_state[0], self.compute_dtype)[:, None, :]
         positions = None if position is None else position[:, None]
         context, weights = self._attend(query, memory, training, positions)
         # context: batch x 1 x memory_dim
@@ -251,6 +252,7 @@ class BahdanauDecoder(AttentionDecoder):
             context[:, 0], offset=self.embedding_dim, use_bias=False
         )
         output, cell_state = self.cell.step(gates_x, cell_state)
+        output = ops.cast(output, self.compute_dtype)
         features = self.dropout_layer(self.output_norm(output), training=training)
         return features, self._join_state(cell_state, None, position), weights[:, 0]
 
@@ -319,6 +321,7 @@ class LuongDecoder(AttentionDecoder):
                 attentional, offset=self.embedding_dim, use_bias=False
             )
         output, cell_state = self.cell.step(gates_x, cell_state)
+        output = ops.cast(output, self.compute_dtype)
         positions = None if position is None else position[:, None]
         attentional, weights = self._attentional(output[:, None, :], memory, training, positions)
         # attentional: batch x 1 x units
@@ -337,7 +340,7 @@ class LuongDecoder(AttentionDecoder):
         embedded = self.dropout_layer(self.embedding(target_in_ids), training=training)
         projected = recurrent.project_tokens([self.cell], embedded, target_mask)
         (states,) = recurrent.run([self.cell], projected, [cell_state], lengths=lengths)
-        outputs = states[0]
+        outputs = ops.cast(states[0], self.compute_dtype)
         positions = None
         if position is not None:
             steps = ops.arange(ops.shape(target_in_ids)[1], dtype="int32")

@@ -37,8 +37,10 @@ class Encoder(keras.layers.Layer):
     Returns:
         `(outputs, final_state, source_mask)`: outputs `(batch_size, S, d)` with
         `d = 2 * units` for concatenated directions and `units` otherwise (zero at
-        padding), the top layer's final state as a tuple (`(h,)` or `(h, c)`,
-        directions merged like the outputs), and the boolean mask `(batch_size, S)`.
+        padding) in the compute dtype, the top layer's final state as a tuple
+        (`(h,)` or `(h, c)`, directions merged like the outputs) in the cells'
+        `state_dtype` (float32 under a mixed policy), and the boolean mask
+        `(batch_size, S)`.
     """
 
     def __init__(self, vocab_size, embedding_dim, units, cell, num_layers=1,
@@ -63,10 +65,11 @@ class Encoder(keras.layers.Layer):
         self.embedding = embedding
         self.dropout_layer = keras.layers.Dropout(dropout, name="dropout")
         self.forward_cells = [
-            make_cell(cell, units, name=f"layer_{index}_forward") for index in range(num_layers)
+            make_cell(cell, units, name=f"layer_{index}_forward", dtype=self.dtype_policy)
+            for index in range(num_layers)
         ]
         self.backward_cells = [
-            make_cell(cell, units, name=f"layer_{index}_backward")
+            make_cell(cell, units, name=f"layer_{index}_backward", dtype=self.dtype_policy)
             for index in range(num_layers if bidirectional else 0)
         ]
 
@@ -117,7 +120,9 @@ class Encoder(keras.layers.Layer):
                 final_state = tuple(self._merge(f, b) for f, b in zip(*finals))
             else:
                 outputs, final_state = states[0][0], finals[0]
-            # outputs: batch x S x output_dim, zero at padding
+            # outputs: batch x S x output_dim, zero at padding, in the compute dtype
+            # (the states are float32 under a mixed policy)
+            outputs = ops.cast(outputs, self.compute_dtype)
             outputs = outputs * ops.cast(source_mask[:, :, None], outputs.dtype)
         return outputs, final_state, source_mask
 

@@ -14,6 +14,13 @@ Tensors are time-major with the cells stacked: inputs `(T, cells, batch, gates *
 states `(T, cells, batch, units)`, recurrent kernels `(cells, units, gates * units)`.
 `running`, int `(T,)` or None, is the number of leading rows step `t` updates; the
 other rows keep their state, so their gradient passes through the step unchanged.
+
+Precision: the states, the gates and every gradient carried over time are computed in
+the initial state's dtype, the products with the recurrent kernel in the kernel's
+(`product`). Under a mixed policy the states are float32 and the kernel bfloat16 or
+float16: each step's `h U` and `d(gates) U^T` and the kernel's gradient run in the
+half type (the operands rounded to it, the sums accumulated in float32 by the
+matrix kernels), and nothing rounds the states from one step to the next.
 """
 
 import tensorflow as tf
@@ -44,15 +51,22 @@ def lstm_gates(projected_inputs, recurrent):
     return tf.sigmoid(i), tf.sigmoid(f), tf.tanh(g), tf.sigmoid(o)
 
 
-def _kernel_gradients(h_previous, gate_gradients):
-    """`sum_t h_{t-1}^T d(gates_t)` per cell, `(cells, units, features)`, in one product;
-    and `sum_t d(gates_t)` summed over the batch too, `(cells, features)`."""
+def product(x, kernel):
+    """`x @ kernel` computed in the kernel's dtype and returned in `x`'s."""
+    return tf.cast(tf.matmul(tf.cast(x, kernel.dtype), kernel), x.dtype)
+
+
+def _kernel_gradients(h_previous, gate_gradients, dtype):
+    """`sum_t h_{t-1}^T d(gates_t)` per cell, `(cells, units, features)`, in one product
+    in `dtype` (the kernel's); and `sum_t d(gates_t)` summed over the batch too,
+    `(cells, features)`, in the gradients' own dtype."""
     def folded(x):
         # per cell: (T * batch) x features
         return tf.reshape(tf.transpose(x, (1, 0, 2, 3)), (tf.shape(x)[1], -1, x.shape[-1]))
 
     gate_gradients = folded(gate_gradients)
-    return (tf.matmul(folded(h_previous), gate_gradients, transpose_a=True),
+    return (tf.matmul(tf.cast(folded(h_previous), dtype), tf.cast(gate_gradients, dtype),
+                      transpose_a=True),
             tf.reduce_sum(gate_gradients, axis=1))
 
 
@@ -117,11 +131,12 @@ def gru_states(inputs, h0, running, recurrent_kernel, recurrent_bias):
     """Every step's `h` of stacked reset-after GRUs, `(T, cells, batch, units)`.
 
     Args:
-        inputs: `(T, cells, batch, 3 * units)`, the cells' `project_inputs(x_t)`.
-        h0: `(cells, batch, units)`.
+        inputs: `(T, cells, batch, 3 * units)`, the cells' `project_inputs(x_t)`,
+            any float dtype (cast to `h0`'s).
+        h0: `(cells, batch, units)`, in the dtype of the states.
         running: int `(T,)` or None.
-        recurrent_kernel: `(cells, units, 3 * units)`.
-        recurrent_bias: `(cells, 1, 3 * units)`.
+        recurrent_kernel: `(cells, units, 3 * units)`, in the dtype of the products.
+        recurrent_bias: `(cells, 1, 3 * units)`, any float dtype (cast to `h0`'s).
 
     The gradient, with `g_t = dL/dh_t` (the output's own gradient plus what step
     `t + 1` passes back) and `h = h_{t-1}`:
@@ -135,7 +150,7 @@ def gru_states(inputs, h0, running, recurrent_kernel, recurrent_bias):
     def states(inputs, h0, recurrent_kernel, recurrent_bias):
         def transition(x, states):
             h = states[0]
-            recurrent = tf.matmul(h, recurrent_kernel) + recurrent_bias
+            recurrent = product(h, recurrent_kernel) + recurrent_bias
             z, _, n, _ = gru_gates(x, recurrent)
             return z * h + (1.0 - z) * n, recurrent
 
@@ -161,7 +176,7 @@ def gru_states(inputs, h0, running, recurrent_kernel, recurrent_bias):
                 head = slice(None) if n is None else slice(None, n)
                 g_head = g[..., head, :]
                 d_gates = tf.concat([g_head] * 3, axis=-1) * d_rec[..., head, :]
-                before = g_head * z[..., head, :] + tf.matmul(d_gates, kernel_t)
+                before = g_head * z[..., head, :] + product(d_gates, kernel_t)
                 return (before,), (g,)
 
             (carries,) = _backward(step, (d_hs, d_recurrent, z), (tf.zeros_like(h0),), running)
@@ -170,24 +185,26 @@ def gru_states(inputs, h0, running, recurrent_kernel, recurrent_bias):
             if mask is not None:
                 g = g * mask
             d_gates = tf.concat([g, g, g], axis=-1) * d_recurrent
-            d_kernel, d_bias = _kernel_gradients(h_previous, d_gates)
+            d_kernel, d_bias = _kernel_gradients(h_previous, d_gates, kernel_t.dtype)
             d_bias = tf.reshape(d_bias, tf.shape(recurrent_bias))
             d_inputs = tf.concat([g * d_z, g * d_r, g * d_n], axis=-1)
             return d_inputs, _first(carries, h0), d_kernel, d_bias
 
         return hs, gradient
 
-    return states(inputs, h0, recurrent_kernel, recurrent_bias)
+    return states(tf.cast(inputs, h0.dtype), h0, recurrent_kernel,
+                  tf.cast(recurrent_bias, h0.dtype))
 
 
 def lstm_states(inputs, h0, c0, running, recurrent_kernel):
     """Every step's `(h, c)` of stacked LSTMs, each `(T, cells, batch, units)`.
 
     Args:
-        inputs: `(T, cells, batch, 4 * units)`, the cells' `project_inputs(x_t)`.
-        h0, c0: `(cells, batch, units)`.
+        inputs: `(T, cells, batch, 4 * units)`, the cells' `project_inputs(x_t)`,
+            any float dtype (cast to `h0`'s).
+        h0, c0: `(cells, batch, units)`, in the dtype of the states.
         running: int `(T,)` or None.
-        recurrent_kernel: `(cells, units, 4 * units)`.
+        recurrent_kernel: `(cells, units, 4 * units)`, in the dtype of the products.
 
     The gradient, with `g_h`, `g_c` the gradients of `h_t`, `c_t` (their own plus
     what step `t + 1` passes back), `c = c_{t-1}` and `s = sigmoid`:
@@ -202,7 +219,7 @@ def lstm_states(inputs, h0, c0, running, recurrent_kernel):
     def states(inputs, h0, c0, recurrent_kernel):
         def transition(x, states):
             h, c = states[:2]
-            recurrent = tf.matmul(h, recurrent_kernel)
+            recurrent = product(h, recurrent_kernel)
             i, f, g, o = lstm_gates(x, recurrent)
             c = f * c + i * g
             return o * tf.tanh(c), c, recurrent
@@ -235,7 +252,7 @@ def lstm_states(inputs, h0, c0, running, recurrent_kernel):
                 head = slice(None) if n is None else slice(None, n)
                 g_h_head, g_c_head = g_h[..., head, :], g_c[..., head, :]
                 d_gates = tf.concat([g_c_head] * 3 + [g_h_head], axis=-1) * d_act[..., head, :]
-                before = (tf.matmul(d_gates, kernel_t), g_c_head * forget[..., head, :])
+                before = (product(d_gates, kernel_t), g_c_head * forget[..., head, :])
                 # a row not run passes its gradients through: c's without the h term
                 return before, (g_h, d_c + c_after)
 
@@ -249,9 +266,9 @@ def lstm_states(inputs, h0, c0, running, recurrent_kernel):
             if mask is not None:
                 g_h, g_c = g_h * mask, g_c * mask
             d_gates = tf.concat([g_c, g_c, g_c, g_h], axis=-1) * d_activations
-            d_kernel, _ = _kernel_gradients(h_previous, d_gates)
+            d_kernel, _ = _kernel_gradients(h_previous, d_gates, kernel_t.dtype)
             return d_gates, _first(h_carries, h0), _first(c_carries, c0), d_kernel
 
         return (hs, cs), gradient
 
-    return states(inputs, h0, c0, recurrent_kernel)
+    return states(tf.cast(inputs, h0.dtype), h0, c0, recurrent_kernel)

@@ -8,6 +8,11 @@ running both directions of a layer in one loop, is what makes our encoder and de
 faster; `project_tokens` and `run(..., lengths)` also skip the padding.
 Weights have the layout of `keras.layers.GRUCell` / `LSTMCell` (gates `z, r, h` and
 `i, f, c, o`), so results can be checked against Keras with the same weights.
+
+Under a mixed dtype policy the cells read their weights in the compute dtype
+(bfloat16 or float16), as every Keras layer does, and compute the products in it;
+the states and the gates stay in the variables' dtype, float32
+(`attncli.model.recurrence`), so that rounding does not build up over the steps.
 """
 
 import keras
@@ -22,6 +27,9 @@ class _SplitCell(keras.layers.Layer):
 
     Subclasses set `gates` and `num_states` and define `recurrent_weights` and
     `transition(projected_inputs, states, *recurrent_weights)`.
+
+    `project_inputs` returns the compute dtype; states are in `state_dtype`, the
+    variables' dtype (float32 under a mixed policy).
     """
 
     gates = 0
@@ -56,17 +64,30 @@ class _SplitCell(keras.layers.Layer):
         `[a; b]`: `project(a) + project(b, offset=dim(a), use_bias=False)` equals
         `project([a; b])`.
         """
-        kernel = self.kernel[offset : offset + inputs.shape[-1]]
-        projected = ops.matmul(inputs, kernel)
-        return projected + self.bias if use_bias else projected
+        kernel = self.computed(self.kernel)[offset : offset + inputs.shape[-1]]
+        projected = ops.matmul(ops.cast(inputs, self.compute_dtype), kernel)
+        return projected + self.computed(self.bias) if use_bias else projected
+
+    def computed(self, weight):
+        """`weight` in the compute dtype, inside a parent's `__call__` or not."""
+        return ops.cast(weight, self.compute_dtype)
+
+    @property
+    def state_dtype(self):
+        return self.variable_dtype
 
     def initial_state(self, batch_size):
         """Zero states, a tuple with one `(batch_size, units)` tensor per state."""
-        return tuple(ops.zeros((batch_size, self.units)) for _ in range(self.num_states))
+        return tuple(
+            ops.zeros((batch_size, self.units), dtype=self.state_dtype)
+            for _ in range(self.num_states)
+        )
 
     def step(self, projected_inputs, states):
-        """One time step: `(output, new_states)` from `project_inputs(x_t)` and states."""
-        return self.transition(projected_inputs, states, *self.recurrent_weights())
+        """One time step: `(output, new_states)` from `project_inputs(x_t)` and states
+        (`state_dtype`; the output is `h`, in `state_dtype` too)."""
+        weights = [self.computed(weight) for weight in self.recurrent_weights()]
+        return self.transition(projected_inputs, states, *weights)
 
     def get_config(self):
         config = super().get_config()
@@ -90,7 +111,8 @@ class GRUCell(_SplitCell):
         units: int, size of the state.
 
     Call arguments (of `step`; `transition` is the same function of explicit
-    weights, which `run` stacks to run several cells side by side):
+    weights, which `run` stacks to run several cells side by side; it computes in
+    the states' dtype, the product `h U` in the kernel's):
         projected_inputs: `(batch_size, 3 * units)`, `project_inputs(x_t)`.
         states: tuple `(h,)`, `h` of shape `(batch_size, units)`.
 
@@ -113,8 +135,8 @@ class GRUCell(_SplitCell):
     @staticmethod
     def transition(projected_inputs, states, recurrent_kernel, recurrent_bias):
         (h,) = states
-        recurrent = ops.matmul(h, recurrent_kernel) + recurrent_bias
-        z, _, n, _ = recurrence.gru_gates(projected_inputs, recurrent)
+        recurrent = recurrence.product(h, recurrent_kernel) + ops.cast(recurrent_bias, h.dtype)
+        z, _, n, _ = recurrence.gru_gates(ops.cast(projected_inputs, h.dtype), recurrent)
         h = z * h + (1.0 - z) * n
         return h, (h,)
 
@@ -166,7 +188,9 @@ class LSTMCell(_SplitCell):
     @staticmethod
     def transition(projected_inputs, states, recurrent_kernel):
         h, c = states
-        i, f, g, o = recurrence.lstm_gates(projected_inputs, ops.matmul(h, recurrent_kernel))
+        i, f, g, o = recurrence.lstm_gates(
+            ops.cast(projected_inputs, h.dtype), recurrence.product(h, recurrent_kernel)
+        )
         c = f * c + i * g
         h = o * ops.tanh(c)
         return h, (h, c)
@@ -176,12 +200,12 @@ class LSTMCell(_SplitCell):
         return recurrence.lstm_states(projected_inputs, *states, running, recurrent_kernel)
 
 
-def make_cell(kind, units, name):
+def make_cell(kind, units, name, dtype=None):
     """A `GRUCell` (`kind="gru"`) or `LSTMCell` (`kind="lstm"`)."""
     cells = {"gru": GRUCell, "lstm": LSTMCell}
     if kind not in cells:
         raise ValueError(f"`kind` must be 'gru' or 'lstm'. Received: kind={kind!r}")
-    return cells[kind](units, name=name)
+    return cells[kind](units, name=name, dtype=dtype)
 
 
 # Below this share of padding `project_tokens` multiplies every position: packing and
@@ -204,10 +228,12 @@ def project_tokens(cells, inputs, mask):
         mask: boolean `(batch_size, T)`, True at real positions.
 
     Returns:
-        list, per cell, of `(batch_size, T, gates * units)`.
+        list, per cell, of `(batch_size, T, gates * units)`, in the cells' compute
+        dtype.
     """
-    kernel = tf.concat([cell.kernel.value for cell in cells], axis=1)
-    bias = tf.concat([cell.bias.value for cell in cells], axis=0)
+    kernel = tf.concat([cell.computed(cell.kernel) for cell in cells], axis=1)
+    bias = tf.concat([cell.computed(cell.bias) for cell in cells], axis=0)
+    inputs = tf.cast(inputs, kernel.dtype)
 
     def packed():
         positions = tf.where(mask)
@@ -255,12 +281,12 @@ def run(cells, projected_inputs, initial_states, lengths=None):
 
     Returns:
         list, per cell, of the states after every step: a tuple with one
-        `(batch_size, T, units)` tensor per state (the first, `h`, is the output).
-        Past a row's length its values are unspecified.
+        `(batch_size, T, units)` tensor per state (the first, `h`, is the output),
+        in the initial states' dtype. Past a row's length its values are unspecified.
     """
     kind = type(cells[0])
     weights = [
-        tf.stack([weight.value for weight in same])
+        tf.stack([cell.computed(weight) for cell, weight in zip(cells, same)])
         for same in zip(*(cell.recurrent_weights() for cell in cells))
     ]
     # biases: cells x 1 x features, to broadcast over the batch
