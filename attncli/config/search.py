@@ -10,6 +10,11 @@ from attncli.errors import clipped
 MAX_LENGTH_RATIO = 1000
 MAX_LENGTH_OFFSET = 100_000
 
+SAMPLING_METHODS = ("random", "topk", "topp")
+MAX_SAMPLES = 100  # translations drawn per sentence
+MAX_TEMPERATURE = 100.0
+MAX_SEED = 2**63 - 1
+
 
 @dataclasses.dataclass(frozen=True)
 class SearchConfig:
@@ -87,3 +92,99 @@ class SearchConfig:
     def to_dict(self):
         """The plain dict of every field, as the `decoding` section of a run stores it."""
         return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class Sampling:
+    """Translations drawn at random from the model, in place of a search for the best.
+
+    At every step the next token is drawn from the model's distribution over the tokens
+    it can emit, divided by a temperature and cut to its most probable tokens, then
+    renormalised (as fairseq's `--sampling-topk` / `--sampling-topp` and OpenNMT-py's
+    `random_sampling_topk` / `random_sampling_topp` define it):
+
+        q(y) ∝ exp(logit(y) / temperature)   over the kept tokens, 0 elsewhere
+
+    - `random`: every token is kept (the whole distribution).
+    - `topk`: the `top_k` most probable tokens (ties: the lower id first).
+    - `topp`: the nucleus of Holtzman et al. 2019, the fewest most probable tokens whose
+      probabilities under the tempered distribution add up to `top_p` or more.
+
+    The temperature is applied before the cut, so it changes which tokens `topp` keeps
+    (not those of `topk`). Each sentence gets `samples` translations, drawn
+    independently; there is no beam. Not a setting of a run's `decoding` section, which
+    also scores validation during training: sampling is asked for by a command or a
+    request. The random numbers come from the seed given with the sentences
+    (`attncli.search.sampling`), not from here, so one traced search serves every seed.
+
+    Args:
+        method: `"random"`, `"topk"` or `"topp"`. Defaults to `"random"`.
+        top_k: int >= 1 for `topk`, None otherwise.
+        top_p: float in (0, 1] for `topp`, None otherwise.
+        temperature: float in (0, 100]; 1 is the model's own distribution, lower sharpens
+            it, higher flattens it. Defaults to 1.0.
+        samples: int in [1, 100], translations drawn per sentence. Defaults to 1.
+    """
+
+    method: str = "random"
+    top_k: int | None = None
+    top_p: float | None = None
+    temperature: float = 1.0
+    samples: int = 1
+
+    def __post_init__(self):
+        if self.method not in SAMPLING_METHODS:
+            raise ValueError(
+                f"sampling must be one of random, topk:K, topp:P. "
+                f"Received: sampling={clipped(str(self.method))}"
+            )
+        if (self.top_k is not None) != (self.method == "topk"):
+            raise ValueError(f"top_k goes with topk sampling only. Received: top_k={self.top_k}, "
+                             f"method={self.method}")
+        if (self.top_p is not None) != (self.method == "topp"):
+            raise ValueError(f"top_p goes with topp sampling only. Received: top_p={self.top_p}, "
+                             f"method={self.method}")
+        if self.top_k is not None and self.top_k < 1:
+            raise ValueError(f"topk:K needs an integer K >= 1. Received: K={self.top_k}")
+        if self.top_p is not None and not 0 < self.top_p <= 1:
+            raise ValueError(f"topp:P needs a number P in (0, 1]. Received: P={self.top_p}")
+        if not (math.isfinite(self.temperature) and 0 < self.temperature <= MAX_TEMPERATURE):
+            raise ValueError(
+                f"temperature must be a number in (0, {MAX_TEMPERATURE:g}]. "
+                f"Received: temperature={self.temperature}"
+            )
+        if not 1 <= self.samples <= MAX_SAMPLES:
+            raise ValueError(
+                f"samples must be in [1, {MAX_SAMPLES}]. Received: samples={self.samples}"
+            )
+
+    @classmethod
+    def parse(cls, text, temperature=1.0, samples=1):
+        """The `Sampling` written `random`, `topk:K` or `topp:P` (as `--sampling` takes it).
+
+        Raises:
+            ValueError: one line saying what is wrong.
+        """
+        method, colon, value = str(text).partition(":")
+        if method == "random" and not colon:
+            return cls("random", temperature=temperature, samples=samples)
+        if method in ("topk", "topp") and value:
+            try:
+                number = int(value) if method == "topk" else float(value)
+            except ValueError:
+                number = None
+            if number is not None:
+                option = {"top_k" if method == "topk" else "top_p": number}
+                return cls(method, **option, temperature=temperature, samples=samples)
+        raise ValueError(
+            "sampling is random, topk:K (K an integer >= 1) or topp:P (P in (0, 1]). "
+            f"Received: {clipped(str(text))}"
+        )
+
+    def __str__(self):
+        """As `parse` reads it: `random`, `topk:K` or `topp:P`."""
+        if self.method == "topk":
+            return f"topk:{self.top_k}"
+        if self.method == "topp":
+            return f"topp:{self.top_p:g}"
+        return "random"

@@ -26,6 +26,16 @@ start-of-sentence are never emitted: their logits are masked before the softmax,
 A sentence stops at end-of-sentence, or when it reaches its own maximum length
 `ceil(max_length_ratio * source_length) + max_length_offset` (source length: its
 non-padding tokens), so a sentence gets the same result alone and inside a batch.
+
+A prefix (`prefix_ids`, OpenNMT-py's target prefix, fairseq's `prefix_tokens`) forces
+the first tokens of a sentence's output: while `t < P` the search emits the prefix's
+token `t` and nothing else, scored with the model's `log p` of it (as teacher forcing
+scores it), then searches on from there. The prefix counts in `|Y|` and in the
+maximum length; a row of padding (0) forces nothing, so each sentence of a batch has a
+prefix of its own length, or none.
+
+`sample_search` replaces the search by drawing each token at random
+(`attncli.search.sampling`).
 """
 
 import math
@@ -35,9 +45,11 @@ import tensorflow as tf
 from attncli.config.search import SearchConfig
 from attncli.data.vocabulary import END, PAD, START
 from attncli.search.growing_state import make_room
+from attncli.search.sampling import sample_keys, sample_next_tokens, sentence_keys, uniforms
 from attncli.search.search_steps import (  # noqa: F401 (re-exported)
     Hypotheses,
     decode_unfinished,
+    forced_tokens,
     length_penalty,
     max_target_lengths,
     next_token_log_probs,
@@ -46,7 +58,8 @@ from attncli.search.search_steps import (  # noqa: F401 (re-exported)
 )
 
 
-def greedy_search(model, source_ids, search=SearchConfig(), *, attention_weights=True):
+def greedy_search(model, source_ids, search=SearchConfig(), *, prefix_ids=None,
+                  attention_weights=True):
     """Translate a batch by emitting the most probable token at every step.
 
     Args:
@@ -55,6 +68,8 @@ def greedy_search(model, source_ids, search=SearchConfig(), *, attention_weights
         search: a `SearchConfig` with `beam_size` 1: its `alpha` is used for `scores`
             only (greedy search does not rank hypotheses), its `max_length_ratio` and
             `max_length_offset` bound each sentence. Defaults to `SearchConfig()`.
+        prefix_ids: int32 `(batch_size, P)`, tokens each sentence must begin with, padded
+            with 0 (see the module), or None. Defaults to None.
         attention_weights: bool, keep each step's attention weights (`weights` of the
             result; None otherwise). Defaults to True.
 
@@ -65,19 +80,90 @@ def greedy_search(model, source_ids, search=SearchConfig(), *, attention_weights
         raise ValueError(
             f"greedy search keeps one hypothesis. Received: beam_size={search.beam_size}"
         )
+    return _token_by_token(model, source_ids, search, prefix_ids, None, 1, attention_weights)
+
+
+def sample_search(model, source_ids, search, sampling, seeds, *, prefix_ids=None,
+                  attention_weights=True):
+    """Translate a batch by drawing each token at random (`sampling`), reproducibly.
+
+    Each sentence gets `sampling.samples` translations, each drawn on its own token by
+    token from the distribution `sampling` defines (`attncli.search.sampling`), until
+    end-of-sentence or its maximum length. Scores are those of a search: `log P(Y | X)`
+    under the model itself (no temperature, no cut) over `lp(Y)`, and the samples of a
+    sentence are returned best score first. The random numbers are a hash of the seed,
+    the sentence, the sample and the step, so a sentence draws the same tokens alone or
+    in any batch.
+
+    Args:
+        model: an encoder-decoder with `encode` and `decode_step` (see the module).
+        source_ids: int32 `(batch_size, Ts)`, padded with 0.
+        search: a `SearchConfig` with `beam_size` 1: its `alpha` and maximum lengths.
+        sampling: a `Sampling`.
+        seeds: int64 `(batch_size,)`, each sentence's seed (>= 0).
+        prefix_ids: as for `greedy_search`. Defaults to None.
+        attention_weights: as for `greedy_search`. Defaults to True.
+
+    Returns:
+        `Hypotheses` with `n = sampling.samples`, best score first.
+    """
+    if search.beam_size != 1:
+        raise ValueError(
+            f"sampling draws each translation on its own, without a beam. "
+            f"Received: beam_size={search.beam_size}"
+        )
+    samples = sampling.samples
+    source_ids = tf.convert_to_tensor(source_ids, tf.int32)
+    keys = sample_keys(sentence_keys(source_ids, tf.convert_to_tensor(seeds, tf.int64)), samples)
+
+    def choose(t):
+        def draw(logits, unfinished):
+            u = uniforms(tf.gather_nd(keys, unfinished), t)
+            return sample_next_tokens(logits, sampling, u)
+
+        return draw
+
+    found = _token_by_token(model, source_ids, search, prefix_ids, choose, samples,
+                            attention_weights)
+    batch_size = tf.shape(source_ids)[0]
+
+    def per_sentence(tensor):
+        return tf.reshape(tensor, tf.concat([[batch_size, samples], tf.shape(tensor)[2:]], 0))
+
+    found = Hypotheses(*(None if field is None else per_sentence(field) for field in found))
+    scores, order = tf.math.top_k(found.scores, samples)  # (batch, samples), best first
+    return Hypotheses(*(None if field is None else tf.gather(field, order, batch_dims=1)
+                        for field in found._replace(scores=scores)))._replace(scores=scores)
+
+
+def _token_by_token(model, source_ids, search, prefix_ids, choose, copies, attention_weights):
+    """The loop of greedy search and sampling: one token per row and step.
+
+    `copies` rows decode each sentence (row `b * copies + i` is copy `i` of sentence
+    `b`); `choose(t)` gives step `t`'s `choose` for `decode_unfinished` (None: the most
+    probable token). Returns `Hypotheses` with `n = 1` per row, `(batch * copies, 1, ...)`.
+    """
     alpha = search.alpha
     source_ids = tf.convert_to_tensor(source_ids, tf.int32)
-    batch_size = tf.shape(source_ids)[0]
-    max_lengths = max_target_lengths(
-        source_ids, search.max_length_ratio, search.max_length_offset
+    rows = tf.shape(source_ids)[0] * copies
+    max_lengths = tf.repeat(
+        max_target_lengths(source_ids, search.max_length_ratio, search.max_length_offset),
+        copies,
     )
+    prefix_ids = _prefix_rows(prefix_ids, source_ids, copies)
     memory, initial_state = model.encode(source_ids, training=False)
     initial_state = make_room(model, initial_state, tf.reduce_max(max_lengths))
+    if copies > 1:
+        memory = tf.nest.map_structure(lambda tensor: tf.repeat(tensor, copies, axis=0), memory)
+        initial_state = tf.nest.map_structure(
+            lambda tensor: tf.repeat(tensor, copies, axis=0), initial_state
+        )
 
     def step(t, token_ids, state, finished, lengths, log_probs, tokens, weights):
         best_log_probs, best, state, step_weights = decode_unfinished(
-            model, token_ids, state, memory, finished, 1
-        )  # (batch, 1), (batch, 1), ..., (batch, Ts)
+            model, token_ids, state, memory, finished, 1,
+            forced=forced_tokens(prefix_ids, t), choose=None if choose is None else choose(t),
+        )  # (rows, 1), (rows, 1), ..., (rows, Ts)
         alive = ~finished
         token_ids = tf.where(alive, best[:, 0], PAD)
         log_probs += tf.where(alive, best_log_probs[:, 0], 0.0)
@@ -102,19 +188,19 @@ def greedy_search(model, source_ids, search=SearchConfig(), *, attention_weights
         step,
         (
             tf.constant(0),
-            tf.fill([batch_size], START),
+            tf.fill([rows], START),
             initial_state,
-            tf.zeros([batch_size], tf.bool),
-            tf.zeros([batch_size], tf.int32),
-            tf.zeros([batch_size], tf.float32),
+            tf.zeros([rows], tf.bool),
+            tf.zeros([rows], tf.int32),
+            tf.zeros([rows], tf.float32),
             tf.TensorArray(tf.int32, size=0, dynamic_size=True, element_shape=[None]),
             weight_steps([None, None], attention_weights),
         ),
         maximum_iterations=tf.reduce_max(max_lengths),
     )
-    token_ids = tf.transpose(tokens.stack())  # (batch, T)
+    token_ids = tf.transpose(tokens.stack())  # (rows, T)
     if attention_weights:
-        weights = tf.transpose(weights.stack(), [1, 0, 2])[:, None, :, :]  # (batch, 1, T, Ts)
+        weights = tf.transpose(weights.stack(), [1, 0, 2])[:, None, :, :]  # (rows, 1, T, Ts)
     return Hypotheses(
         token_ids=token_ids[:, None, :],
         lengths=lengths[:, None],
@@ -124,7 +210,15 @@ def greedy_search(model, source_ids, search=SearchConfig(), *, attention_weights
     )
 
 
-def beam_search(model, source_ids, search, *, attention_weights=True):
+def _prefix_rows(prefix_ids, source_ids, copies):
+    """int32 `(batch * copies, P)`: each sentence's prefix for each of its rows; a batch
+    without prefixes has `P = 0`."""
+    if prefix_ids is None:
+        return tf.zeros([tf.shape(source_ids)[0] * copies, 0], tf.int32)
+    return tf.repeat(tf.convert_to_tensor(prefix_ids, tf.int32), copies, axis=0)
+
+
+def beam_search(model, source_ids, search, *, prefix_ids=None, attention_weights=True):
     """Translate a batch keeping the `beam_size` best hypotheses of each sentence.
 
     Every step extends each unfinished hypothesis by every token, and keeps the
@@ -147,6 +241,9 @@ def beam_search(model, source_ids, search, *, attention_weights=True):
         search: a `SearchConfig`: `beam_size` (1 gives exactly the tokens of
             `greedy_search`), the length penalty's `alpha` (Wu et al. 2016 found 0.6 to
             0.7 best), `n_best` (fewer settle sooner) and the maximum lengths.
+        prefix_ids: int32 `(batch_size, P)`, tokens each sentence must begin with, padded
+            with 0 (see the module), or None. While a sentence's prefix is forced, its
+            beam holds that one hypothesis. Defaults to None.
         attention_weights: bool, keep each step's attention weights (`weights` of the
             result; None otherwise). Defaults to True.
 
@@ -159,6 +256,7 @@ def beam_search(model, source_ids, search, *, attention_weights=True):
     max_lengths = max_target_lengths(
         source_ids, search.max_length_ratio, search.max_length_offset
     )
+    prefix_ids = _prefix_rows(prefix_ids, source_ids, beam_size)
     memory, initial_state = model.encode(source_ids, training=False)
     initial_state = make_room(model, initial_state, tf.reduce_max(max_lengths))
 
@@ -192,7 +290,8 @@ def beam_search(model, source_ids, search, *, attention_weights=True):
         # The beam_size best continuations of a sentence are among the beam_size best
         # tokens of each of its hypotheses (log P and lp are the same along a row).
         top_log_probs, top_ids, new_state, step_weights = decode_unfinished(
-            model, token_ids, state, memory, tf.reshape(finished, [-1]), beam_size
+            model, token_ids, state, memory, tf.reshape(finished, [-1]), beam_size,
+            forced=forced_tokens(prefix_ids, t),
         )
         k = tf.shape(top_ids)[-1]  # beam_size, or V if smaller
         top_log_probs = tf.reshape(top_log_probs, [batch_size, beam_size, k])
@@ -313,26 +412,44 @@ def _follow_back_pointers(final_beams, tokens, parents, weights):
     return tf.transpose(token_ids, [1, 2, 0]), weights
 
 
-def compile_search(model, search, *, attention_weights=True):
+def compile_search(model, search, *, sampling=None, prefixes=False, attention_weights=True):
     """The search as one `tf.function` from `source_ids` to `Hypotheses`, traced once.
 
     Args:
         model: an encoder-decoder with `encode` and `decode_step` (see the module).
         search: a `SearchConfig`; `beam_size` 1 runs `greedy_search`, larger beams
             run `beam_search`.
+        sampling: a `Sampling` to run `sample_search` instead (`search.beam_size` must be
+            1), or None. Defaults to None.
+        prefixes: bool, the function takes each sentence's prefix ids. Defaults to False.
         attention_weights: bool, keep each step's attention weights. Defaults to True.
 
-    The function takes int32 `(batch_size, Ts)` of any size without retracing.
+    The function takes int32 `source_ids` `(batch_size, Ts)` of any size without
+    retracing, then (if `prefixes`) int32 `prefix_ids` `(batch_size, P)` padded with 0,
+    then (with `sampling`) int64 `seeds` `(batch_size,)`.
 
     The searches loop with `tf.while_loop` and branch on Python values only, so they
     are traced without AutoGraph: converting the model's code took four fifths of the
     trace (4.9 s of CPU of a one-sentence `attncli translate`, 0.85 s without).
     """
-    chosen = greedy_search if search.beam_size == 1 else beam_search
+    if sampling is not None and search.beam_size != 1:
+        raise ValueError(
+            f"sampling draws each translation on its own, without a beam. "
+            f"Received: beam_size={search.beam_size}"
+        )
+    signature = [tf.TensorSpec([None, None], tf.int32)]
+    if prefixes:
+        signature.append(tf.TensorSpec([None, None], tf.int32))
+    if sampling is not None:
+        signature.append(tf.TensorSpec([None], tf.int64))
 
-    def run(source_ids):
-        return chosen(model, source_ids, search, attention_weights=attention_weights)
+    def run(source_ids, *inputs):
+        prefix_ids = inputs[0] if prefixes else None
+        options = dict(prefix_ids=prefix_ids, attention_weights=attention_weights)
+        if sampling is not None:
+            return sample_search(model, source_ids, search, sampling, inputs[-1], **options)
+        if search.beam_size == 1:
+            return greedy_search(model, source_ids, search, **options)
+        return beam_search(model, source_ids, search, **options)
 
-    return tf.function(
-        run, input_signature=[tf.TensorSpec([None, None], tf.int32)], autograph=False
-    )
+    return tf.function(run, input_signature=signature, autograph=False)

@@ -3,7 +3,8 @@
 `Hypotheses` is what a search returns; `length_penalty` is Wu et al. 2016's
 `((5 + |Y|) / 6) ** alpha`; `next_token_log_probs` normalises a step's logits over the
 tokens that can be emitted (padding and start-of-sentence masked); `decode_unfinished`
-runs one decoder step for the rows still translating.
+runs one decoder step for the rows still translating, forcing a prefix's token where
+one is due (`forced_tokens`).
 """
 
 import math
@@ -91,7 +92,46 @@ def same_structure(template, tensors):
     return tf.nest.pack_sequence_as(template, tf.nest.flatten(tensors))
 
 
-def decode_unfinished(model, token_ids, state, memory, finished, k):
+def forced_tokens(prefix_ids, t):
+    """The token each row must emit at step `t`: `prefix_ids[:, t]`, or 0 (none) past it.
+
+    Args:
+        prefix_ids: int32 `(rows, P)`, each row's forced tokens padded with 0; `P` may be 0.
+        t: int32 scalar, the step.
+
+    Returns:
+        int32 `(rows,)`.
+    """
+    width = tf.shape(prefix_ids)[1]
+    padded = tf.pad(prefix_ids, [[0, 0], [0, 1]])  # a column of zeros past the prefixes
+    return tf.gather(padded, tf.minimum(t, width), axis=1)
+
+
+def force(logits, log_probs, ids, forced):
+    """`(log_probs, ids)` of `k` candidates per row, with the rows that have a forced
+    token given that token alone: its `log p` first, then `k - 1` candidates at -inf.
+
+    `log p(forced)` is the model's, normalised over the tokens that can be emitted, so a
+    forced prefix is scored as teacher forcing scores it.
+
+    Args:
+        logits: `(rows, V)`; log_probs: float32 `(rows, k)`; ids: int32 `(rows, k)`;
+        forced: int32 `(rows,)`, 0 where nothing is forced.
+    """
+    emittable = _emittable(logits)
+    forced_log_probs = tf.gather(emittable, forced, batch_dims=1) - tf.reduce_logsumexp(
+        emittable, axis=-1
+    )
+    is_forced = (forced != PAD)[:, None]
+    first = tf.range(tf.shape(ids)[1]) == 0  # (k,)
+    log_probs = tf.where(
+        is_forced, tf.where(first, forced_log_probs[:, None], -math.inf), log_probs
+    )
+    ids = tf.where(is_forced & first, forced[:, None], ids)
+    return log_probs, ids
+
+
+def decode_unfinished(model, token_ids, state, memory, finished, k, forced=None, choose=None):
     """One decoder step, computed for the unfinished rows only, and its `k` best tokens.
 
     A finished hypothesis is frozen, so its logits would never be read: the rows still
@@ -105,10 +145,16 @@ def decode_unfinished(model, token_ids, state, memory, finished, k):
         memory: the dict from `encode`, `(rows, ...)` tensors.
         finished: bool `(rows,)`, with at least one False.
         k: int, how many tokens to return per row (`min(k, V)` are).
+        forced: int32 `(rows,)`, a token each row must emit (0: none; see `force`), or
+            None. Defaults to None.
+        choose: None for the `k` best tokens (`top_next_tokens`), or a function
+            `choose(logits, unfinished)` giving `(log_probs, ids)` `(alive, k)` for the
+            logits `(alive, V)` of the rows `unfinished` (int64 `(alive, 1)` indices
+            into `rows`, to gather per-row data with). Defaults to None.
 
     Returns:
-        log_probs: float32 `(rows, k)` and ids: int32 `(rows, k)`, `top_next_tokens`
-            of the logits; 0 on finished rows.
+        log_probs: float32 `(rows, k)` and ids: int32 `(rows, k)`, the chosen tokens
+            (a forced token first, the others at -inf); 0 on finished rows.
         state: the new state of unfinished rows, the old one of finished rows.
         weights: float32 `(rows, Ts)`, the step's attention weights; 0 on finished rows.
     """
@@ -134,9 +180,13 @@ def decode_unfinished(model, token_ids, state, memory, finished, k):
         state,
         same_structure(state, new_state),
     )
-    log_probs, ids = top_next_tokens(logits, tf.minimum(k, tf.shape(logits)[-1]))
+    if choose is None:
+        log_probs, ids = top_next_tokens(logits, tf.minimum(k, tf.shape(logits)[-1]))
+    else:
+        log_probs, ids = choose(logits, unfinished)
+    if forced is not None:
+        log_probs, ids = force(logits, log_probs, ids, take(forced))
     return scatter(log_probs), scatter(ids), new_state, scatter(tf.cast(weights, tf.float32))
-
 
 
 def weight_steps(element_shape, attention_weights):
