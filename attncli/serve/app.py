@@ -10,7 +10,7 @@ Endpoints (their schemas at `/docs`, `/openapi.json`):
     POST /inspect    {"text", "model"?, "beam"?} -> the sentence's attention view
     POST /step       {"text", "model"?, "beam"?, "attention", "layer"?, "head"?,
                      "step"} -> one attention step (vectors cut to 8 components)
-    GET  /           the attention page; its files under /static/
+    GET  /           the attention page: one HTML file, its stylesheet and script inline
 
 A request refused says why in one line, `{"error": "..."}`, with a 4xx status (503 and
 `Retry-After` while loading or when the queue is full); a failure of the server's own
@@ -27,22 +27,20 @@ import hmac
 import json
 import math
 from http.cookies import SimpleCookie
-from pathlib import Path
 from urllib.parse import parse_qs
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
-from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
 from attncli.errors import AttncliError
 from attncli.serve import schemas
 from attncli.serve.batching import Batcher, QueueFull
 from attncli.serve.limits import RequestError
+from attncli.serve.page import page_html
 from attncli.serve.registry import TextTooLong
 
-PAGE_FILES = Path(__file__).resolve().parent / "page"
 TOKEN_COOKIE = "attncli_token"
 RETRY_AFTER = "1"  # seconds a client refused for a full queue waits
 
@@ -88,6 +86,10 @@ def create_app(registry, limits, token=None, load=None, on_loaded=None):
     @app.exception_handler(RequestError)
     async def refused(request, error):
         return _error(error.status, error.message, error.headers)
+
+    @app.exception_handler(QueueFull)
+    async def queue_full(request, error):
+        return _error(503, f"{error}; try again", {"Retry-After": RETRY_AFTER})
 
     @app.exception_handler(HTTPException)
     async def http_error(request, error):
@@ -155,16 +157,13 @@ def create_app(registry, limits, token=None, load=None, on_loaded=None):
             raise RequestError(422, "text: it is empty; give a sentence")
 
         def work():
-            [measured] = model.measure(search, [[text]])
-            if isinstance(measured, TextTooLong):
-                raise _too_long(measured, "text", limits)
             view = model.inspect(text, search)
             return view if step is None else view.step(*step).to_dict(width=8)
 
         try:
             return await batcher.call(work)
-        except QueueFull as error:
-            raise RequestError(503, f"{error}; try again", {"Retry-After": RETRY_AFTER}) from None
+        except TextTooLong as error:
+            raise _too_long(error, "text", limits) from None
         except AttncliError as error:
             raise RequestError(422, str(error)) from None
 
@@ -192,25 +191,23 @@ def create_app(registry, limits, token=None, load=None, on_loaded=None):
                                (body.attention, body.layer, body.head, body.step))
         return JSONResponse(record)
 
+    page_text = page_html()  # built once: its files do not change while it serves
+
     @app.get("/", response_class=HTMLResponse)
     async def page():
         """The attention page."""
-        from attncli.serve.page import page_html
+        return HTMLResponse(page_text)
 
-        return HTMLResponse(page_html())
-
-    app.mount("/static", StaticFiles(directory=PAGE_FILES, check_dir=False), name="static")
     if token is not None:
         app.add_middleware(BearerToken, token=token)
     return app
 
 
 async def _submit(batcher, key, texts, positions, limits):
-    """The batcher's results of `texts`, refusals turned into `RequestError`s."""
+    """The batcher's results of `texts`, a text too long turned into a `RequestError`
+    (a full queue is answered by the application's handler of `QueueFull`)."""
     try:
         return await batcher.submit(key, texts)
-    except QueueFull as error:
-        raise RequestError(503, f"{error}; try again", {"Retry-After": RETRY_AFTER}) from None
     except TextTooLong as error:
         raise _too_long(error, f"texts[{positions[error.position]}]", limits) from None
 

@@ -145,19 +145,27 @@ class ServedModel:
         return self.translator(search, weights).translate(texts, batch_size=TRANSLATE_BATCH)
 
     def inspect(self, text, search):
-        """The `SentenceView` of `text`'s best translation (kept for `step`)."""
+        """The `SentenceView` of `text`'s best translation (kept for `step`).
+
+        Raises:
+            RequestError: 422 for an ensemble.
+            TextTooLong: when `text` may translate into more than `max_output_tokens`.
+        """
         from attncli.search.inspection import inspect_sentence
 
-        key = (text, search)
-        if key in self._views:
-            self._views.move_to_end(key)
-            return self._views[key]
         if self.members > 1:
             raise RequestError(
                 422, f"model {self.name!r} is an ensemble of {self.members} runs: "
                 "its attention is the mean of its members', which has no single step to "
                 "inspect; serve one run to inspect it"
             )
+        key = (text, search)
+        if key in self._views:  # a view kept is within the limits: not measured again
+            self._views.move_to_end(key)
+            return self._views[key]
+        [measured] = self.measure(search, [[text]])
+        if isinstance(measured, TextTooLong):
+            raise measured
         translator = self.translator(search, True)
         [translation] = translator.translate([text])
         view = inspect_sentence(self.loaded, translator, translation)
