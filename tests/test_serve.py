@@ -1,18 +1,24 @@
-"""`attncli serve` as a user runs it: one server process per module, on a free loopback
-port, serving a tiny run trained once; its answers compared with `attncli translate`'s
-for the same lines and settings, under concurrent clients, after bad requests, and
-when it is stopped with SIGTERM while requests are in flight.
+"""`attncli serve` as a user runs it, on a free loopback port, serving a tiny run trained
+once; its answers compared with `attncli translate`'s for the same lines and settings,
+under concurrent clients, after bad requests, and when it is stopped with SIGTERM while
+requests are in flight. A second server serves several models by name, its default one
+an ensemble, each compared with `attncli translate` of the same runs.
 """
 
+import contextlib
 import json
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
+import h5py
 import httpx
+import numpy as np
 import pytest
 from attncli_runs import ENV, trained  # noqa: F401 (a fixture)
 
@@ -30,34 +36,63 @@ LIMITS = ["--max-body-bytes", 300_000, "--max-texts", 100, "--max-chars", 2000,
 TIMEOUT = 300
 
 
+# A run of attncli 0.1.0 (tests/test_old_run.py): other weights and other vocabularies.
+OLD_RUN = Path(__file__).resolve().parent / "fixtures" / "run-0.1.0"
+
+
 @pytest.fixture(scope="module")
 def started(trained, tmp_path_factory):  # noqa: F811 (the fixture)
     """`attncli serve RUN --port 0`, ready, and `attncli translate` of LINES (run while
     the server loads): `(process, base URL, greedy text lines, beam 2 JSON lines with
     two hypotheses and alignments)`."""
     folder = tmp_path_factory.mktemp("serve")
-    (folder / "lines.txt").write_text("\n".join(LINES) + "\n", "utf-8")
+    with serving(folder, trained, *LIMITS) as (process, ready):
+        (greedy, beam) = translated(folder, [
+            [trained, "--beam", 1],
+            [trained, "--beam", 2, "--n-best", 2, "--alignments", "--format", "json"],
+        ])
+        yield (process, ready(), greedy.split("\n")[:-1],
+               [json.loads(line) for line in beam.splitlines()])
+
+
+@pytest.fixture(scope="module")
+def several(trained, tmp_path_factory):  # noqa: F811 (the fixture)
+    """`attncli serve RUN --ensemble MEMBER --model old=OLD --model alone=RUN`, ready,
+    where MEMBER is RUN with its weights moved at random and OLD the run of attncli 0.1.0;
+    and `attncli translate` of LINES by each model, in JSON: `(base URL, {name: [line
+    as JSON, ...]})`."""
+    folder = tmp_path_factory.mktemp("serve-several")
+    member, old = folder / "member", folder / "old"
+    shutil.copytree(trained, member)
+    shutil.copytree(OLD_RUN, old)
+    random = np.random.default_rng(0)
+    with h5py.File(member / "model" / "model.weights.h5", "r+") as weights:
+        arrays = []
+        weights.visititems(lambda name, item: arrays.append(item)
+                           if isinstance(item, h5py.Dataset) else None)
+        for array in arrays:
+            array[...] = array[...] * (1 + 0.5 * random.standard_normal(array.shape))
+    runs = {"run": [trained, "--ensemble", member], "old": [old], "alone": [trained]}
+    with serving(folder, trained, "--ensemble", member, "--model", f"old={old}",
+                 "--model", f"alone={trained}") as (_, ready):
+        outputs = translated(folder, [[*options, "--format", "json"]
+                                      for options in runs.values()])
+        yield ready(), {name: [json.loads(line) for line in output.splitlines()]
+                        for name, output in zip(runs, outputs)}
+
+
+@contextlib.contextmanager
+def serving(folder, *arguments):
+    """`attncli serve ARGUMENTS --port 0` started in `folder`: `(process, ready)`, where
+    `ready()` waits for its /health and returns its base URL; stopped with SIGTERM."""
     log = folder / "stderr.txt"
     with log.open("w") as stderr:
         process = subprocess.Popen(
-            [sys.executable, "-m", "attncli", "serve", trained, "--port", "0", *map(str, LIMITS)],
+            [sys.executable, "-m", "attncli", "serve", *map(str, arguments), "--port", "0"],
             cwd=folder, env=ENV, stdout=subprocess.DEVNULL, stderr=stderr, text=True,
         )
     try:
-        translations = [
-            subprocess.Popen([sys.executable, "-m", "attncli", "translate", trained, "--input",
-                              "lines.txt", *map(str, options)], cwd=folder, env=ENV, text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            for options in (["--beam", 1], ["--beam", 2, "--n-best", 2, "--alignments",
-                                            "--format", "json"])
-        ]
-        (greedy, error), (beam, beam_error) = [each.communicate(timeout=TIMEOUT)
-                                               for each in translations]
-        assert translations[0].returncode == 0, error
-        assert translations[1].returncode == 0, beam_error
-        url = _wait_ready(process, log)
-        yield (process, url, greedy.split("\n")[:-1],
-               [json.loads(line) for line in beam.splitlines()])
+        yield process, lambda: _wait_ready(process, log)
     finally:
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
@@ -65,6 +100,20 @@ def started(trained, tmp_path_factory):  # noqa: F811 (the fixture)
             process.wait(timeout=120)
         finally:
             process.kill()
+
+
+def translated(folder, commands):
+    """The stdout of `attncli translate RUN --input LINES OPTIONS` for each `[RUN,
+    *OPTIONS]` of `commands`, run side by side."""
+    (folder / "lines.txt").write_text("\n".join(LINES) + "\n", "utf-8")
+    processes = [subprocess.Popen(
+        [sys.executable, "-m", "attncli", "translate", str(run), "--input", "lines.txt",
+         *map(str, options)], cwd=folder, env=ENV, text=True, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE) for run, *options in commands]
+    outputs = [process.communicate(timeout=TIMEOUT) for process in processes]
+    for process, (_, error) in zip(processes, outputs):
+        assert process.returncode == 0, error
+    return [output for output, _ in outputs]
 
 
 @pytest.fixture
@@ -221,9 +270,12 @@ def test_empty_and_whitespace_texts_translate_to_empty_lines_as_translate_does(s
 
 def test_other_paths_and_methods_answer_json_errors(server):
     _, url = server
-    assert httpx.get(url + "/nothing").json() == {"error": "Not Found"}
     assert httpx.get(url + "/translate").status_code == 405
-    assert httpx.get(url + "/static/../../../etc/passwd").status_code == 404
+    # No path reads a file: not the page's own (inlined into the page), nor one outside.
+    for path in ("/nothing", "/static/attention.js", "/attention.js", "/index.html",
+                 "/static/../../../etc/passwd", "/..%2F..%2F..%2Fetc%2Fpasswd"):
+        response = httpx.get(url + path)
+        assert (response.status_code, response.json()) == (404, {"error": "Not Found"}), path
 
 
 def test_inspect_and_step_give_the_attention_of_the_translation(server, offline):
@@ -243,6 +295,49 @@ def test_inspect_and_step_give_the_attention_of_the_translation(server, offline)
     refused = post(url, "/step", {"text": "tom is here.", "step": 99})
     assert refused.status_code == 422 and "step 99" in refused.json()["error"]
     assert post(url, "/inspect", {"text": " "}).status_code == 422
+    too_long = post(url, "/step", {"text": "tom " * 300, "step": 1})
+    assert too_long.status_code == 413 and "--max-output-tokens" in too_long.json()["error"]
+
+
+def test_models_by_name_are_listed_with_the_ensemble_first(several):
+    url, _ = several
+    answer = httpx.get(url + "/models").json()
+    assert answer["default"] == "run"
+    assert [(model["name"], model["members"]) for model in answer["models"]] == [
+        ("run", 2), ("old", 1), ("alone", 1)]
+    assert httpx.get(url + "/health").json()["models"] == ["run", "old", "alone"]
+
+
+def test_each_model_translates_as_translate_does_with_the_same_runs(several):
+    url, printed = several
+    served = {}
+    for name in printed:
+        body = {"texts": LINES} if name == "run" else {"texts": LINES, "model": name}
+        response = post(url, "/translate", body)
+        assert response.status_code == 200, response.text
+        served[name] = response.json()["translations"]
+        for answer, line in zip(served[name], printed[name], strict=True):
+            best = line["hypotheses"][:1] or [{"text": "", "score": None}]
+            assert answer["text"] == best[0]["text"]
+            assert answer["score"] == (None if best[0]["score"] is None
+                                       else pytest.approx(best[0]["score"], abs=1e-4))
+    # Each name is its own model: the ensemble is not its first run alone, nor the old run.
+    scores = {name: [answer["score"] or 0.0 for answer in answers]
+              for name, answers in served.items()}
+    assert scores["run"] != pytest.approx(scores["alone"], abs=1e-3)
+    assert scores["old"] != pytest.approx(scores["alone"], abs=1e-3)
+
+
+def test_an_unknown_model_is_refused_with_the_names_served(several):
+    url, printed = several
+    refused = post(url, "/translate", {"texts": LINES[:1], "model": "Alone"})
+    assert refused.status_code == 404
+    assert refused.json() == {"error": "no model named 'Alone'; this server has 'run', "
+                                       "'old', 'alone'"}
+    ensemble = post(url, "/inspect", {"text": LINES[0]})
+    assert ensemble.status_code == 422 and "ensemble of 2 runs" in ensemble.json()["error"]
+    answer = post(url, "/translate", {"texts": LINES[:1], "model": "old"}).json()
+    assert answer["translations"][0]["text"] == printed["old"][0]["hypotheses"][0]["text"]
 
 
 def test_sigterm_finishes_the_requests_in_flight_and_exits_0(server):
