@@ -1,7 +1,7 @@
 """Running attncli as a user does, for the end-to-end tests: `python -m attncli` subprocesses.
 
-`trained` (import it into a test module) trains one tiny run per module
-(`configs/tiny-test.yaml`, one epoch); `run` gives each test its own copy of it.
+`trained` (import it into a test module) is one tiny run (`configs/tiny-test.yaml`, one
+epoch) trained once a session for every module; `run` gives each test its own copy of it.
 """
 
 import os
@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from built_once import built_once
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "configs" / "tiny-test.yaml"
@@ -78,12 +79,15 @@ def stop(process):
         process.kill()
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """One tiny run, one epoch, trained to the end."""
-    work = tmp_path_factory.mktemp("trained")
+def train_tiny(work):
     succeeds(attncli("train", TINY, "--run-dir", "run", "--set", "training.epochs=1", cwd=work))
-    return work / "run"
+
+
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory):
+    """One tiny run, one epoch, trained to the end: once a session, shared by every
+    module and worker, so read it only (`run` is a copy to change)."""
+    return built_once(tmp_path_factory, "tiny-one-epoch", train_tiny) / "run"
 
 
 @pytest.fixture
