@@ -142,8 +142,7 @@ MODEL_SOURCES = [[5, 6, 7, 8, 9], [12, 13], [14, 15, 16]]
 MODEL_PREFIXES = [[7, 8, 9], [], [11]]
 
 
-@pytest.mark.parametrize("name", sorted(MODELS))
-@pytest.mark.parametrize("beam_size", [1, 3])
+@pytest.mark.parametrize("name, beam_size", [("luong", 1), ("transformer", 3)])
 def test_prefix_and_continuation_agree_with_teacher_forcing_on_the_model(name, beam_size):
     tf.keras.utils.set_random_seed(sum(map(ord, name)))
     model = Seq2Seq(ModelConfig(source_vocab_size=30, target_vocab_size=25, embedding_dim=12,

@@ -376,6 +376,31 @@ def translate(
                      "same data, decoded together with RUN: their next-token probabilities "
                      "are averaged. Repeat for more."),
     ] = None,
+    prefix: Annotated[
+        str | None,
+        typer.Option(metavar="TEXT", help="Every translation begins with TEXT (tokenized as "
+                     "the target side; its tokens forced, then the search goes on)."),
+    ] = None,
+    prefix_file: Annotated[
+        Path | None,
+        typer.Option(metavar="FILE", help="One prefix per input line, line-aligned; an empty "
+                     "line for none."),
+    ] = None,
+    sampling: Annotated[
+        str | None,
+        typer.Option(metavar="random|topk:K|topp:P", help="Draw each translation at random "
+                     "instead of searching (--n-best N draws N per line)."),
+    ] = None,
+    temperature: Annotated[
+        float | None,
+        typer.Option(metavar="T", help="Divide the logits by T before sampling.",
+                     show_default="1.0"),
+    ] = None,
+    seed: Annotated[
+        int | None,
+        typer.Option(metavar="S", help="Sampling's seed: the same seed draws the same "
+                     "translations.", show_default="0"),
+    ] = None,
 ):
     """Translate sentences with a trained run, one output line per input line."""
     _load_tensorflow(ctx)
@@ -385,7 +410,8 @@ def translate(
         run_path=run, texts=texts or [], input_file=input_file, beam=beam, alpha=alpha,
         n_best=n_best, output_format=output_format, reference=reference,
         batch_size=batch_size, console=_stderr_console(), alignments=alignments,
-        replace_unk=replace_unk, ensemble=ensemble or [],
+        replace_unk=replace_unk, ensemble=ensemble or [], prefix=prefix,
+        prefix_file=prefix_file, sampling=sampling, temperature=temperature, seed=seed,
     )
     raise typer.Exit(code=code)
 
@@ -499,10 +525,18 @@ def export(
                      "same data, exported together with RUN as one ensemble (as translate "
                      "--ensemble decodes it). Repeat for more."),
     ] = None,
+    sampling: Annotated[
+        str, typer.Option(metavar="random|topk:K|topp:P",
+                          help="How the sample signature draws (as translate --sampling).")
+    ] = "random",
+    temperature: Annotated[
+        float, typer.Option(metavar="T", help="The sample signature's temperature.")
+    ] = 1.0,
 ):
     """Export a trained model as a TensorFlow SavedModel: strings in, translations out.
 
-    Signatures greedy and beam, tokenizers in the graph; checked in a fresh Python.
+    Signatures greedy and beam (also with prefixes) and sample, tokenizers in the graph;
+    checked in a fresh Python.
     """
     from attncli.cli.export_command import export as run_export
 
@@ -510,6 +544,7 @@ def export(
         run_path=run, destination=directory, beam=beam, alpha=alpha, n_best=n_best,
         samples=samples or [], console=_stderr_console(),
         load_tensorflow=lambda: _load_tensorflow(ctx), ensemble=ensemble or [],
+        sampling=sampling, temperature=temperature,
     )
     raise typer.Exit(code=code)
 

@@ -2,9 +2,12 @@
 process.
 
 The SavedModel (`attncli.search.serving`) translates strings to strings with a
-`greedy` and a `beam` signature; the beam's width, alpha, n-best and maximum length are
-the run's decoding settings unless `--beam`, `--alpha` or `--n-best` change them, as in
-`attncli translate`; with `--ensemble OTHER_RUN` (repeatable) the graph decodes RUN and
+`greedy` and a `beam` signature, the same with a prefix per sentence (`greedy_prefix`,
+`beam_prefix`) and a `sample` signature that draws a translation with a seed per
+sentence; the beam's width, alpha, n-best and maximum length are the run's decoding
+settings unless `--beam`, `--alpha` or `--n-best` change them, as in `attncli
+translate`, and the sampling is `--sampling` and `--temperature`'s (the whole
+distribution at temperature 1 by default); with `--ensemble OTHER_RUN` (repeatable) the graph decodes RUN and
 the other runs as one ensemble, as `attncli translate --ensemble` does. DIR must be new
 or empty: the export is written into a temporary directory beside it and takes its name
 with one rename once it has passed its check, so DIR never holds half an export and
@@ -13,7 +16,9 @@ nothing of the user's is ever replaced.
 The check: a fresh Python (`python -I`: neither the current directory nor PYTHONPATH
 on its path) imports TensorFlow and tensorflow-text only, loads the export, asserts
 that attncli was not imported, and translates the sample sentences with both
-signatures; the translations must equal what `attncli translate` prints for them here.
+signatures (those with prefixes given the first word of each greedy translation as its
+prefix, `sample` seed 0); the translations must equal what `attncli translate`
+prints for them here.
 The sample sentences are `--sample`'s, else the first two of the run's validation split
 (real text, so a subword tokenizer is checked on `##` pieces), else the most frequent
 words of the source vocabulary. What it found goes to stderr; stdout stays empty.
@@ -26,6 +31,7 @@ import sys
 from pathlib import Path
 
 from attncli.cli.runs import model_directory, search_config, translate_lines
+from attncli.config.search import Sampling
 from attncli.errors import AttncliError, clipped, shown
 from attncli.files import clear_abandoned, vacant
 
@@ -37,10 +43,12 @@ import json, sys
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  registers the tokenizers' ops
 exported = tf.saved_model.load(sys.argv[1])
-texts = tf.constant(json.loads(sys.stdin.read()), tf.string)
+request = json.loads(sys.stdin.read())
 results = {}
-for name in ("greedy", "beam"):
-    outputs = exported.signatures[name](texts=texts)
+for name, inputs in request["signatures"].items():
+    arguments = {key: tf.constant(request[key], tf.int64 if key == "seeds" else tf.string)
+                 for key in ["texts", *inputs]}
+    outputs = exported.signatures[name](**arguments)
     results[name] = [text.decode("utf-8") for text in outputs["translation"].numpy()]
 assert "attncli" not in sys.modules, "the export imported attncli"
 print(json.dumps(results))
@@ -93,22 +101,43 @@ def vocabulary_sentences(tokenizer):
     return [sentence for sentence in sentences if sentence] or ["."]
 
 
-def best_texts(translator, texts):
+def best_texts(translator, texts, prefixes=None):
     """The best translation of each text as `attncli translate` prints it ("" for a
-    blank line, which it does not translate)."""
+    blank line, which it does not translate), each beginning with its prefix."""
     return [result.hypotheses[0].text if result is not None else ""
-            for result in translate_lines(translator, texts)]
+            for result in translate_lines(translator, texts, prefixes=prefixes)]
 
 
-def run_check(directory, samples):
-    """The `translation` of `samples` from both signatures, by a fresh Python that
-    imports TensorFlow and tensorflow-text only: {signature: [text, ...]}."""
+def check_prefixes(translator, samples):
+    """A prefix per sample for the check: the first word of its greedy translation, or ""
+    where that is no prefix `attncli translate` would take."""
+    from attncli.search.translation import PrefixError
+
+    prefixes = []
+    for sample, text in zip(samples, best_texts(translator, samples)):
+        words = text.split()[:1]
+        try:
+            translator.check_prefixes([sample], words)
+        except PrefixError:
+            words = []
+        prefixes.append(words[0] if words else "")
+    return prefixes
+
+
+def run_check(directory, samples, prefixes):
+    """The `translation` of `samples` from every signature (with `prefixes`, and seed 0),
+    by a fresh Python that imports TensorFlow and tensorflow-text only:
+    {signature: [text, ...]}."""
+    from attncli.search.serving import INPUTS
+
+    request = {"texts": samples, "prefixes": prefixes, "seeds": [0] * len(samples),
+               "signatures": INPUTS}
     environment = dict(os.environ)
     environment.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # the child's start-up chatter
     # The samples go by stdin: as an argument, long ones would pass the system's limit.
     completed = subprocess.run(
         [sys.executable, "-I", "-c", CHECK, str(Path(directory).resolve())],
-        input=json.dumps(samples), cwd=directory, capture_output=True, text=True,
+        input=json.dumps(request), cwd=directory, capture_output=True, text=True,
         env=environment,
     )
     if completed.returncode != 0:
@@ -121,9 +150,14 @@ def run_check(directory, samples):
 
 
 def export(*, run_path, destination, beam, alpha, n_best, samples, console, load_tensorflow,
-           ensemble=()):
+           ensemble=(), sampling=None, temperature=None):
     """Run `attncli export`; returns the process exit code."""
     destination = Path(destination)
+    try:
+        drawing = Sampling.parse("random" if sampling is None else sampling,
+                                 1.0 if temperature is None else temperature)
+    except ValueError as error:
+        raise AttncliError(f"--sampling: {error}") from None
     directory = model_directory(run_path)
     members = [directory, *(model_directory(path) for path in ensemble)]
     if not vacant(destination):
@@ -144,18 +178,25 @@ def export(*, run_path, destination, beam, alpha, n_best, samples, console, load
     searches = {"greedy": search_config(loaded.search, 1, alpha, None),
                 "beam": search_config(loaded.search, beam, alpha, n_best)}
     samples = list(samples) or sample_sentences(loaded.source_tokenizer, run_path)
-    expected = {name: best_texts(loaded.translator(search, attention_weights=False), samples)
-                for name, search in searches.items()}
+    translators = {name: loaded.translator(search, attention_weights=False)
+                   for name, search in searches.items()}
+    sampler = loaded.translator(searches["greedy"], attention_weights=False, sampling=drawing)
+    prefixes = check_prefixes(translators["greedy"], samples)
+    expected = {name: best_texts(translator, samples)
+                for name, translator in translators.items()}
+    expected.update({f"{name}_prefix": best_texts(translator, samples, prefixes)
+                     for name, translator in translators.items()})
+    expected["sample"] = best_texts(sampler, samples, prefixes)
     try:
         with new_directory(destination) as staging:
             with console.status(f"exporting {directory} to {destination}"):
                 serving.export_saved_model(
                     staging, loaded.model, loaded.source_tokenizer, loaded.target_tokenizer,
-                    greedy=searches["greedy"], beam=searches["beam"],
+                    greedy=searches["greedy"], beam=searches["beam"], sampling=drawing,
                     source_end=loaded.source_end,
                 )
             with console.status("loading the export in a fresh Python"):
-                served = run_check(staging, samples)
+                served = run_check(staging, samples, prefixes)
             if served != expected:
                 raise AttncliError(
                     f"the export translated {shown(samples)} as {shown(served)} where "
@@ -167,11 +208,11 @@ def export(*, run_path, destination, beam, alpha, n_best, samples, console, load
             f"{destination} was created or filled while exporting; nothing was replaced, "
             "give a new directory"
         ) from None
-    report(console, destination, searches, ops, samples, served)
+    report(console, destination, searches, drawing, ops, samples, prefixes, served)
     return 0
 
 
-def report(console, destination, searches, ops, samples, served):
+def report(console, destination, searches, drawing, ops, samples, prefixes, served):
     """What was written and what the check found, on stderr."""
 
     def say(text):
@@ -181,13 +222,21 @@ def report(console, destination, searches, ops, samples, served):
     say(f"exported to {destination}: a TensorFlow SavedModel")
     say(f"  signatures: greedy (also serving_default); beam with beam_size={beam.beam_size}, "
         f"n_best={beam.n_best or beam.beam_size}, alpha={beam.alpha}, at most "
-        f"{beam.max_length_ratio} x source + {beam.max_length_offset} tokens")
-    say("  input: texts string (batch,); outputs: translation string (batch,), "
-        "score float32 (batch,), translations string (batch, n), scores float32 (batch, n)")
+        f"{beam.max_length_ratio} x source + {beam.max_length_offset} tokens; "
+        f"greedy_prefix and beam_prefix; sample ({drawing}, temperature "
+        f"{drawing.temperature:g})")
+    say("  inputs: texts string (batch,); prefixes string (batch,) (the _prefix signatures "
+        "and sample); seeds int64 (batch,) (sample)")
+    say("  outputs: translation string (batch,), score float32 (batch,), translations "
+        "string (batch, n), scores float32 (batch, n)")
     say("  tensorflow-text ops: " + (", ".join(ops) if ops else "none")
         + " (run `import tensorflow_text` before loading it)")
     say("checked in a fresh Python (TensorFlow and tensorflow-text only, attncli not "
-        "imported): both signatures translate as attncli translate does")
+        "imported): every signature translates as attncli translate does")
     for index, sample in enumerate(samples):
         say(f"  {shown(sample)} -> greedy {shown(served['greedy'][index])}, "
             f"beam {shown(served['beam'][index])}")
+        say(f"    prefix {shown(prefixes[index])} -> greedy "
+            f"{shown(served['greedy_prefix'][index])}, beam "
+            f"{shown(served['beam_prefix'][index])}, sample (seed 0) "
+            f"{shown(served['sample'][index])}")

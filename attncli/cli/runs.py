@@ -64,10 +64,25 @@ def search_config(base, beam, alpha, n_best):
         raise AttncliError(f"{error}; adjust --beam / --n-best / --alpha") from None
 
 
-def translate_lines(translator, lines, batch_size=64):
-    """Translations of `lines`, None for an empty line (it is not translated)."""
+def translate_lines(translator, lines, batch_size=64, prefixes=None, seed=0):
+    """Translations of `lines`, None for an empty line (it is not translated); each line
+    begins with its prefix of `prefixes` (a list as long as `lines`, or None), and
+    sampling draws with `seed`.
+
+    Raises:
+        PrefixError: a line's prefix cannot be forced; its `index` counts in `lines`.
+    """
+    from attncli.search.translation import PrefixError
+
     filled = [index for index, line in enumerate(lines) if line.strip()]
-    results = translator.translate([lines[index] for index in filled], batch_size=batch_size)
+    try:
+        results = translator.translate(
+            [lines[index] for index in filled], batch_size=batch_size,
+            prefixes=None if prefixes is None else [prefixes[index] for index in filled],
+            seeds=[seed] * len(filled),
+        )
+    except PrefixError as error:
+        raise PrefixError(str(error), filled[error.index]) from None
     output = [None] * len(lines)
     for index, result in zip(filled, results):
         output[index] = result

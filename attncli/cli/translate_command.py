@@ -35,6 +35,13 @@ distributions (`attncli.search.ensemble`); the decoding settings are RUN's.
 `--replace-unk` replaces each `[UNK]` of a word-level target by the source word it is
 aligned to; on a subword- or character-level target it is refused (no `[UNK]` stands
 for a whole word there).
+
+`--prefix TEXT` makes every translation begin with TEXT (as the model writes it: TEXT
+is tokenized by the target tokenizer, its tokens forced, then the search goes on);
+`--prefix-file FILE` gives each input line its own, line-aligned, an empty line for
+none. `--sampling random|topk:K|topp:P` (with `--temperature T`, `--seed S`) draws
+each translation at random instead of searching, `--n-best N` times per line
+(`attncli.search.sampling` says what is reproducible). docs/decoding.md has the rules.
 """
 
 import io
@@ -47,7 +54,8 @@ from pathlib import Path
 
 from attncli.cli.line_stream import LineReader, decode_utf8, list_batches
 from attncli.cli.runs import model_directory, search_config, split_lines, translate_lines
-from attncli.errors import AttncliError, shown
+from attncli.config.search import MAX_SEED, Sampling
+from attncli.errors import AttncliError, clipped, shown
 
 FORMATS = ("text", "tsv", "json")
 BUFFERED_BATCHES = 4
@@ -216,6 +224,55 @@ def reference_scores(task, best, references, target_tokenizer):
     return f"BLEU {scores.bleu:.2f}  chrF {scores.chrf:.2f}  ({form}; {scores.bleu_signature})"
 
 
+def sampling_of(sampling, temperature, seed, beam, n_best):
+    """The `Sampling` of `--sampling`, `--temperature` and `--n-best` (None without
+    `--sampling`); options that do not go with it are one line."""
+    if sampling is None:
+        for option, value in (("--temperature", temperature), ("--seed", seed)):
+            if value is not None:
+                raise AttncliError(f"{option} applies to sampling: add --sampling random "
+                                   "(or topk:K, topp:P), or drop it")
+        return None
+    if beam is not None and beam != 1:
+        raise AttncliError(
+            f"--beam {beam} and --sampling: sampling draws each translation on its own, "
+            "without a beam; drop --beam (--n-best N draws N translations per line)"
+        )
+    if seed is not None and not 0 <= seed <= MAX_SEED:
+        raise AttncliError(f"--seed must be in [0, 2**63 - 1]. Received: --seed={seed}")
+    try:
+        return Sampling.parse(sampling, 1.0 if temperature is None else temperature,
+                              1 if n_best is None else n_best)
+    except ValueError as error:
+        message = str(error).replace("samples must", "--n-best must").replace(
+            "Received: samples=", "Received: --n-best=")
+        raise AttncliError(f"--sampling: {message}") from None
+
+
+def read_prefixes(prefix, prefix_file, count):
+    """`(text, lines)`: the one prefix of `--prefix` (else None), or the lines of
+    `--prefix-file` (else None), checked to align with the `count` inputs (if known)."""
+    if prefix is not None and prefix_file is not None:
+        raise AttncliError("give one prefix for every line with --prefix, or one per line "
+                           "with --prefix-file, not both")
+    if prefix is not None:
+        if not prefix.strip() or "\n" in prefix:
+            raise AttncliError(f"--prefix {shown(prefix)} is blank or holds a line break; "
+                               "give the words every translation must begin with")
+        return prefix, None
+    if prefix_file is None:
+        return None, None
+    path = Path(prefix_file)
+    try:
+        lines = split_lines(decode_utf8(path.read_bytes(), f"--prefix-file {path}"))
+    except OSError as error:
+        raise AttncliError(f"--prefix-file {path}: cannot read it ({error.strerror})") from None
+    if count is not None and len(lines) != count:
+        raise AttncliError(f"--prefix-file {path} has {len(lines)} lines for {count} inputs; "
+                           "they must be line-aligned (an empty line for no prefix)")
+    return None, lines
+
+
 def check_replace_unk(target_level):
     """Refuse `--replace-unk` unless the target is word-level."""
     if target_level != "word":
@@ -227,7 +284,8 @@ def check_replace_unk(target_level):
 
 
 def translate(*, run_path, texts, input_file, beam, alpha, n_best, output_format, reference,
-              batch_size, console, alignments=False, replace_unk=False, ensemble=()):
+              batch_size, console, alignments=False, replace_unk=False, ensemble=(),
+              prefix=None, prefix_file=None, sampling=None, temperature=None, seed=None):
     """Run `attncli translate`; returns the process exit code."""
     if output_format not in FORMATS:
         raise AttncliError(
@@ -239,6 +297,8 @@ def translate(*, run_path, texts, input_file, beam, alpha, n_best, output_format
     members = [directory, *(model_directory(path) for path in ensemble)]
     source = open_input(texts, input_file)
     references = read_references(reference, source.count) if reference is not None else None
+    drawing = sampling_of(sampling, temperature, seed, beam, n_best)
+    prefix, prefix_lines = read_prefixes(prefix, prefix_file, source.count)
     if source.interactive:
         console.print("reading sentences from the terminal, one per line; Ctrl-D ends",
                       highlight=False)
@@ -251,14 +311,19 @@ def translate(*, run_path, texts, input_file, beam, alpha, n_best, output_format
         levels = loaded.source_tokenizer.level, loaded.target_tokenizer.level
         if replace_unk:
             check_replace_unk(levels[1])
+        search = (search_config(loaded.search, 1, alpha, 1) if drawing is not None
+                  else search_config(loaded.search, beam, alpha, n_best))
         translator = loaded.translator(
-            search_config(loaded.search, beam, alpha, n_best),
-            attention_weights=output_format == "json" or alignments or replace_unk,
+            search, attention_weights=output_format == "json" or alignments or replace_unk,
+            sampling=drawing,
         )
         quiet = source.interactive or sys.stdout.isatty()
         with (nullcontext() if quiet else console.status("translating")) as status:
             for lines in source.batches(batch_size * BUFFERED_BATCHES):
-                results = translate_lines(translator, lines, batch_size=batch_size)
+                prefixes = line_prefixes(prefix, prefix_lines, prefix_file, written, len(lines))
+                results = translate_with_prefixes(
+                    translator, lines, batch_size, prefixes, seed or 0, written, prefix_file
+                )
                 links = [None] * len(results)
                 if alignments or replace_unk:
                     results, links = aligned(results, levels, translator, replace_unk)
@@ -280,9 +345,38 @@ def translate(*, run_path, texts, input_file, beam, alpha, n_best, output_format
     except KeyboardInterrupt:
         console.print(f"interrupted: {written} line(s) translated and written", highlight=False)
         return INTERRUPTED
+    if prefix_lines is not None and len(prefix_lines) != written:
+        raise AttncliError(f"--prefix-file {prefix_file} has {len(prefix_lines)} lines for "
+                           f"{written} inputs; they must be line-aligned")
     if references is not None:
         check_alignment(Path(reference), references, written)
         task = loaded.metadata.get("task", "translation")
         line = reference_scores(task, best, references, loaded.target_tokenizer)
         console.print(line, highlight=False, soft_wrap=True)
     return 0
+
+
+def line_prefixes(prefix, prefix_lines, prefix_file, start, count):
+    """The prefixes of input lines `start` to `start + count` (None: no prefixes)."""
+    if prefix is not None:
+        return [prefix] * count
+    if prefix_lines is None:
+        return None
+    if start + count > len(prefix_lines):
+        raise AttncliError(f"--prefix-file {prefix_file} has {len(prefix_lines)} lines for "
+                           f"more inputs; they must be line-aligned")
+    return prefix_lines[start : start + count]
+
+
+def translate_with_prefixes(translator, lines, batch_size, prefixes, seed, written, prefix_file):
+    """`translate_lines`, a prefix that cannot be forced reported in one line (naming its
+    line of `--prefix-file`)."""
+    from attncli.search.translation import PrefixError
+
+    try:
+        return translate_lines(translator, lines, batch_size=batch_size, prefixes=prefixes,
+                               seed=seed)
+    except PrefixError as error:
+        where = (f"--prefix-file {prefix_file} line {written + error.index + 1}: "
+                 if prefix_file is not None else "--prefix: ")
+        raise AttncliError(clipped(where + str(error), 400)) from None

@@ -35,16 +35,16 @@ class LoadedModel(NamedTuple):
     metadata: dict
     search: SearchConfig = SearchConfig()
 
-    def translator(self, search=None, attention_weights=True):
+    def translator(self, search=None, attention_weights=True, sampling=None):
         """A `Translator` for this model with `search` (a `SearchConfig`; the run's own,
         `self.search`, if None); `attention_weights=False` leaves the weights out
-        (`Hypothesis.weights` is None)."""
+        (`Hypothesis.weights` is None); `sampling` (a `Sampling`) draws translations."""
         from attncli.search.translation import Translator
 
         return Translator(
             self.model, self.source_tokenizer, self.target_tokenizer,
             self.search if search is None else search, self.source_end,
-            attention_weights=attention_weights,
+            attention_weights=attention_weights, sampling=sampling,
         )
 
 

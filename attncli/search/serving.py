@@ -2,11 +2,13 @@
 
 `export_saved_model` writes the graph of `Translator` (normalisation and tokenization
 with tensorflow-text ops, vocabulary lookup, the search, detokenization) with the
-model's weights. Two signatures, each taking one input:
+model's weights. Its signatures take some of three inputs:
 
     texts           string  (batch,)    source sentences, raw, as a user types them
+    prefixes        string  (batch,)    what each translation must begin with ("" none)
+    seeds           int64   (batch,)    each sentence's seed for sampling (>= 0)
 
-and giving four outputs:
+and give four outputs:
 
     translation     string  (batch,)    the best translation, exactly the line
                                         `attncli translate` prints with the same search
@@ -18,12 +20,19 @@ A sentence that is blank (nothing but whitespace, as Python's `str.strip` counts
 is not translated, as in `attncli translate`: every translation of it is "" and every
 score 0.
 
-- `greedy` (also `serving_default`): greedy search, `n` = 1.
-- `beam`: beam search; `n` is the search's `n_best`.
+- `greedy` (also `serving_default`): `texts`; greedy search, `n` = 1.
+- `beam`: `texts`; beam search; `n` is the search's `n_best`.
+- `greedy_prefix`, `beam_prefix`: `texts` and `prefixes`; the same searches, each
+  translation beginning with its prefix (`attncli translate --prefix`).
+- `sample`: `texts`, `prefixes` and `seeds`; one translation per sentence drawn at
+  random (`attncli translate --sampling ... --seed S`), n = 1.
 
-The width of the beam, `n_best`, the length penalty's alpha and the maximum length are
-fixed when exporting: the beam search's tensors are shaped `(batch * beam_size, ...)`
-in its graph, so a width given at serving time would need another search.
+The width of the beam, `n_best`, the length penalty's alpha, the maximum length and the
+sampling (its method, cut and temperature) are fixed when exporting: the beam search's
+tensors are shaped `(batch * beam_size, ...)` in its graph, so a width given at serving
+time would need another search. The graph cannot refuse one sentence of a batch, so a
+prefix is not checked there as `attncli translate` checks it: a reserved token in it is
+read as `[UNK]`, and a prefix as long as the sentence's maximum length is cut there.
 
 The tokenizers' ops are registered by `import tensorflow_text`, which a process must
 run before it loads the SavedModel; `custom_ops` names those the graph uses.
@@ -35,9 +44,12 @@ from tensorflow.core.protobuf import saved_model_pb2
 from attncli.search.ensemble import Ensemble
 from attncli.search.translation import Translator
 
-SIGNATURES = ("greedy", "beam")
+SIGNATURES = ("greedy", "beam", "greedy_prefix", "beam_prefix", "sample")
 DEFAULT_SIGNATURE = "serving_default"
 INPUT = "texts"
+# The inputs of each signature, beside `texts`.
+INPUTS = {"greedy": (), "beam": (), "greedy_prefix": ("prefixes",),
+          "beam_prefix": ("prefixes",), "sample": ("prefixes", "seeds")}
 OUTPUTS = ("translation", "score", "translations", "scores")
 # What Python's str.strip removes, written for RE2: \t \n \v \f \r, U+001C-U+001F, the
 # space, U+0085 and the separators (Unicode category Z). RE2's \s has only \t\n\f\r
@@ -50,9 +62,10 @@ def blank(texts):
     return tf.strings.regex_full_match(texts, _BLANK)
 
 
-def serving_outputs(translator, texts):
-    """The four outputs of a signature (see the module) for strings `texts` `(batch,)`."""
-    outputs = translator.serve(texts)
+def serving_outputs(translator, texts, prefixes=None, seeds=None):
+    """The four outputs of a signature (see the module) for strings `texts` `(batch,)`,
+    their `prefixes` (None: none) and `seeds` (None: 0)."""
+    outputs = translator.serve(texts, prefixes, seeds)
     empty = blank(texts)[:, None]
     translations = tf.where(empty, tf.constant(""), outputs["translations"])
     scores = tf.where(empty, tf.constant(0.0), outputs["scores"])
@@ -65,46 +78,70 @@ def serving_outputs(translator, texts):
 
 
 def export_saved_model(
-    directory, model, source_tokenizer, target_tokenizer, *, greedy, beam, source_end=False
+    directory, model, source_tokenizer, target_tokenizer, *, greedy, beam, sampling=None,
+    source_end=False,
 ):
-    """Writes a SavedModel with the `greedy` and `beam` signatures into `directory`.
+    """Writes a SavedModel with the signatures of the module into `directory`.
 
     Args:
         directory: an absent or empty directory (`attncli.files.new_directory` gives one
             that is put in place only once written).
         model: the `Seq2Seq`, or an `Ensemble` of them.
         source_tokenizer, target_tokenizer: `Tokenizer`s with their vocabularies.
-        greedy: the `SearchConfig` of the `greedy` signature (`beam_size` 1).
-        beam: the `SearchConfig` of the `beam` signature (`beam_size` 1 gives greedy
+        greedy: the `SearchConfig` of the `greedy` signatures (`beam_size` 1); the
+            `sample` signature's alpha and maximum length too.
+        beam: the `SearchConfig` of the `beam` signatures (`beam_size` 1 gives greedy
             search there too).
+        sampling: the `Sampling` of the `sample` signature (its `samples` must be 1).
+            Defaults to `Sampling()`: the whole distribution at temperature 1.
         source_end: bool, append the end id to each source, as the model was trained.
             Defaults to False.
     """
     import keras
 
+    from attncli.config.search import Sampling
+
+    sampling = Sampling() if sampling is None else sampling
     if greedy.beam_size != 1:
         raise ValueError(
             f"the greedy signature needs beam_size=1. Received: beam_size={greedy.beam_size}"
         )
+    if sampling.samples != 1:
+        raise ValueError(f"the sample signature draws one translation per sentence. "
+                         f"Received: samples={sampling.samples}")
     archive = keras.export.ExportArchive()
     for member in model.models if isinstance(model, Ensemble) else [model]:
         archive.track(member)
-    texts = [tf.TensorSpec([None], tf.string, name=INPUT)]
-    for name, search in (("greedy", greedy), ("beam", beam)):
-        translator = Translator(
-            model, source_tokenizer, target_tokenizer, search, source_end, attention_weights=False
-        )
+    specs = {"texts": tf.TensorSpec([None], tf.string, name=INPUT),
+             "prefixes": tf.TensorSpec([None], tf.string, name="prefixes"),
+             "seeds": tf.TensorSpec([None], tf.int64, name="seeds")}
+    searches = {"greedy": (greedy, None), "beam": (beam, None), "sample": (greedy, sampling)}
+    translators = {}
+    for kind, (search, drawing) in searches.items():
+        translator = Translator(model, source_tokenizer, target_tokenizer, search, source_end,
+                                attention_weights=False, sampling=drawing)
         archive.track(translator.source_table)
-        archive.add_endpoint(name, _signature(translator), input_signature=texts)
+        archive.track(translator.target_table)
+        translators[kind] = translator
+    for name in SIGNATURES:
+        translator = translators[name.removesuffix("_prefix")]
+        inputs = INPUTS[name]
+        archive.add_endpoint(name, _signature(translator, inputs),
+                             input_signature=[specs["texts"], *(specs[i] for i in inputs)])
     archive.write_out(str(directory), verbose=False)
 
 
-def _signature(translator):
-    """The function of one signature: `texts` is its only argument."""
-
-    def translate(texts):
-        return serving_outputs(translator, texts)
-
+def _signature(translator, inputs):
+    """The function of one signature: `texts`, then the `inputs` named (see the module)."""
+    if inputs == ("prefixes", "seeds"):
+        def translate(texts, prefixes, seeds):
+            return serving_outputs(translator, texts, prefixes, seeds)
+    elif inputs == ("prefixes",):
+        def translate(texts, prefixes):
+            return serving_outputs(translator, texts, prefixes)
+    else:
+        def translate(texts):
+            return serving_outputs(translator, texts)
     return translate
 
 

@@ -1,5 +1,6 @@
 """Strings in, translations out: tokenizers and a compiled search around a model."""
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -7,7 +8,22 @@ import tensorflow as tf
 
 from attncli.search.decoding import compile_search
 from attncli.config.search import SearchConfig
-from attncli.data.vocabulary import END, PAD, UNK
+from attncli.data.vocabulary import (
+    END, END_TOKEN, PAD, PAD_TOKEN, START, START_TOKEN, UNK, UNK_TOKEN,
+)
+from attncli.errors import shown
+
+
+class PrefixError(ValueError):
+    """A prefix the model cannot be made to begin its translation with (one line).
+
+    Attributes:
+        index: the position of the text whose prefix it is.
+    """
+
+    def __init__(self, message, index):
+        super().__init__(message)
+        self.index = index
 
 
 class Hypothesis(NamedTuple):
@@ -40,9 +56,11 @@ class Translator:
     """Translates strings with `model`: tokenize, look up ids, search, detokenize.
 
     Everything from strings to strings runs in one TensorFlow graph, `translate_graph`,
-    which `attncli.search.serving.export_saved_model` exports. `translate_graph(texts)` takes a
-    string tensor `(batch,)` and returns a dict of dense tensors, which `translate` turns
-    into NumPy arrays once per batch:
+    which `attncli.search.serving.export_saved_model` exports.
+    `translate_graph(texts, prefixes, seeds)` takes the source sentences, strings
+    `(batch,)`, each sentence's prefix, strings `(batch,)` ("" for none), and each
+    sentence's seed, int64 `(batch,)` (read by sampling only), and returns a dict of
+    dense tensors, which `translate` turns into NumPy arrays once per batch:
 
     - `translations`: strings `(batch, n)`, best first (`n` is the search's `n_best`).
     - `scores`: float32 `(batch, n)`, `log P / lp`.
@@ -64,6 +82,15 @@ class Translator:
         attention_weights: bool, collect the attention weights of every emitted token
             (`Hypothesis.weights`; None otherwise, and the search does not keep them).
             Defaults to True.
+        sampling: a `Sampling` to draw translations instead of searching (`search` then
+            has `beam_size` 1, and `n` is `sampling.samples`), or None. Defaults to None.
+
+    A prefix is tokenized by the target tokenizer as a text of its own and forced
+    (`attncli.search.decoding`): the translation begins with its tokens, and its text
+    with the prefix as the model writes it (the target side's normalisation applied).
+    `translate` refuses a prefix that cannot be forced (`check_prefixes`); inside the
+    graph a reserved token of a prefix is read as `[UNK]`, and a prefix as long as a
+    sentence's maximum length is cut there.
 
     Example:
 
@@ -75,30 +102,34 @@ class Translator:
     """
 
     def __init__(self, model, source_tokenizer, target_tokenizer, search=None, source_end=False,
-                 attention_weights=True):
+                 attention_weights=True, sampling=None):
         self.model = model
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
         self.search_config = search if search is not None else SearchConfig()
         self.source_end = source_end
         self.attention_weights = attention_weights
-        source_tokens = source_tokenizer.vocabulary.tokens
-        # Created here, outside any graph, so a SavedModel can track it.
-        self.source_table = tf.lookup.StaticHashTable(
-            tf.lookup.KeyValueTensorInitializer(
-                tf.constant(source_tokens), tf.range(len(source_tokens), dtype=tf.int32)
-            ),
-            default_value=UNK,
-        )
+        self.sampling = sampling
+        # Created here, outside any graph, so a SavedModel can track them.
+        self.source_table = _lookup_table(source_tokenizer.vocabulary.tokens)
+        self.target_table = _lookup_table(target_tokenizer.vocabulary.tokens)
         self.target_tokens = tf.constant(target_tokenizer.vocabulary.tokens)
         # Ids to token strings outside the graph, a batch at a time.
         self.target_vocabulary = np.array(target_tokenizer.vocabulary.tokens, dtype=object)
-        self.search = compile_search(model, self.search_config, attention_weights=attention_weights)
+        self.search = compile_search(model, self.search_config, sampling=sampling, prefixes=True,
+                                     attention_weights=attention_weights)
         # Traced once (any batch of strings), without AutoGraph, as the search is.
         self.translate_graph = tf.function(
-            self._translate_graph, input_signature=[tf.TensorSpec([None], tf.string)],
+            self._translate_graph,
+            input_signature=[tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.string),
+                             tf.TensorSpec([None], tf.int64)],
             autograph=False,
         )
+
+    @property
+    def returned(self):
+        """Translations per sentence: the samples drawn, or the search's `n_best`."""
+        return self.sampling.samples if self.sampling is not None else self.search_config.returned
 
     def source_ids(self, texts):
         """Source tokens (ragged strings `(batch, None)`) and padded int32 ids `(batch, Ts)`."""
@@ -112,9 +143,18 @@ class Translator:
         missing = tf.maximum(1 - tf.shape(ids)[1], 0)
         return tokens, tf.pad(ids, [[0, 0], [0, missing]])
 
-    def _translate_graph(self, texts):
+    def prefix_ids(self, prefixes):
+        """int32 `(batch, P)`: each prefix's target ids padded with 0 (`[UNK]` for an unknown
+        token or a reserved one); a blank prefix is a row of padding (nothing forced)."""
+        ids = tf.ragged.map_flat_values(
+            self.target_table.lookup, self.target_tokenizer.tokenize(prefixes)
+        ).to_tensor(PAD)
+        return tf.where((ids == START) | (ids == END), UNK, ids)
+
+    def _translate_graph(self, texts, prefixes, seeds):
         source_tokens, source_ids = self.source_ids(texts)
-        hypotheses = self.search(source_ids)
+        inputs = (source_ids, self.prefix_ids(prefixes))
+        hypotheses = self.search(*inputs, seeds) if self.sampling else self.search(*inputs)
         batch_size, n, steps = tf.unstack(tf.shape(hypotheses.token_ids))
         flat_ids = tf.reshape(hypotheses.token_ids, [batch_size * n, steps])
         lengths = tf.reshape(hypotheses.lengths, [-1])
@@ -136,28 +176,94 @@ class Translator:
             outputs["weights"] = hypotheses.weights
         return outputs
 
-    def serve(self, texts):
-        """The dense outputs of `translate_graph`: translations and scores `(batch, n)`."""
-        outputs = self._translate_graph(texts)
+    def serve(self, texts, prefixes=None, seeds=None):
+        """The dense outputs of `translate_graph`: translations and scores `(batch, n)`;
+        no prefixes and seed 0 where None. Signatures that call it share one trace."""
+        if prefixes is None:
+            prefixes = tf.fill(tf.shape(texts), "")
+        if seeds is None:
+            seeds = tf.zeros(tf.shape(texts), tf.int64)
+        outputs = self.translate_graph(texts, prefixes, seeds)
         return {"translations": outputs["translations"], "scores": outputs["scores"]}
 
-    def translate(self, texts, batch_size=64):
+    def check_prefixes(self, texts, prefixes):
+        """Raises `PrefixError` (one line) for the first prefix that cannot be forced: one
+        that is not blank but has no token, only unknown tokens, a reserved token
+        (`[START]`, `[END]`, ...), or as many tokens as its sentence's translation may
+        have (`max_length_ratio` x source tokens + `max_length_offset`). A blank prefix
+        forces nothing."""
+        rows = [index for index, prefix in enumerate(prefixes) if prefix.strip()]
+        if not rows:
+            return
+        tokens = self.target_tokenizer.tokenize(tf.constant([prefixes[i] for i in rows]))
+        source_lengths = self.source_tokenizer.tokenize(
+            tf.constant([texts[i] for i in rows])).row_lengths().numpy() + int(self.source_end)
+        known = set(self.target_tokenizer.vocabulary.tokens) - {UNK_TOKEN}
+        reserved = {PAD_TOKEN, START_TOKEN, END_TOKEN}
+        search = self.search_config
+        for index, row, source_length in zip(rows, tokens.to_list(), source_lengths):
+            prefix = shown(prefixes[index])
+            row = [token.decode("utf-8") for token in row]
+            if not row:
+                raise PrefixError(f"the prefix {prefix} has no token the target tokenizer "
+                                  "keeps; give words the model writes", index)
+            if set(row) & reserved:
+                raise PrefixError(f"the prefix {prefix} holds a reserved token "
+                                  f"({', '.join(sorted(set(row) & reserved))}); leave it out",
+                                  index)
+            if not set(row) & known:
+                raise PrefixError(f"the prefix {prefix} has no token of the model's target "
+                                  "vocabulary: forced, it would be [UNK] only; give words "
+                                  "the model writes", index)
+            scaled = np.float32(search.max_length_ratio) * np.float32(source_length)
+            longest = math.ceil(float(scaled)) + search.max_length_offset
+            if len(row) >= longest:
+                raise PrefixError(
+                    f"the prefix {prefix} has {len(row)} tokens and the translation of "
+                    f"{shown(texts[index])} at most {longest} (max_length_ratio "
+                    f"{search.max_length_ratio} x {source_length} source tokens + "
+                    f"max_length_offset {search.max_length_offset}); shorten the prefix",
+                    index,
+                )
+
+    def translate(self, texts, batch_size=64, prefixes=None, seeds=None):
         """Translations of a list of strings, in order.
 
         Sentences are translated `batch_size` at a time, grouped by length so that
         little padding is computed (a sentence's result does not depend on its batch).
 
+        Args:
+            texts: source sentences.
+            batch_size: sentences per graph call. Defaults to 64.
+            prefixes: each text's prefix ("" for none), or None (none). Checked first
+                (`check_prefixes`). Defaults to None.
+            seeds: each text's seed (an int in [0, 2**63 - 1]) for sampling, or None
+                (seed 0). Defaults to None.
+
         Returns:
             A list of `Translation`, one per text.
+
+        Raises:
+            PrefixError: a prefix cannot be forced.
         """
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1. Received: batch_size={batch_size}")
+        prefixes = [""] * len(texts) if prefixes is None else list(prefixes)
+        seeds = [0] * len(texts) if seeds is None else list(seeds)
+        if not len(prefixes) == len(seeds) == len(texts):
+            raise ValueError(f"{len(texts)} texts need as many prefixes and seeds. "
+                             f"Received: {len(prefixes)} prefixes, {len(seeds)} seeds")
+        self.check_prefixes(texts, prefixes)
         order = sorted(range(len(texts)), key=lambda index: len(texts[index].split()))
         results = [None] * len(texts)
         for start in range(0, len(texts), batch_size):
             indices = order[start : start + batch_size]
             batch = [texts[index] for index in indices]
-            outputs = self.translate_graph(tf.constant(batch, tf.string))
+            outputs = self.translate_graph(
+                tf.constant(batch, tf.string),
+                tf.constant([prefixes[index] for index in indices], tf.string),
+                tf.constant([seeds[index] for index in indices], tf.int64),
+            )
             arrays = {name: tensor.numpy() for name, tensor in outputs.items()}
             for row, index in enumerate(indices):
                 results[index] = self._translation(batch[row], arrays, row)
@@ -188,3 +294,13 @@ class Translator:
                 )
             )
         return Translation(source, source_tokens, hypotheses)
+
+
+def _lookup_table(tokens):
+    """A table from token strings to int32 ids (their positions), `UNK` for any other."""
+    return tf.lookup.StaticHashTable(
+        tf.lookup.KeyValueTensorInitializer(
+            tf.constant(tokens), tf.range(len(tokens), dtype=tf.int32)
+        ),
+        default_value=UNK,
+    )
