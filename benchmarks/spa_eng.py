@@ -5,15 +5,17 @@ the last 2,000 pairs for validation, and here the 2,000 before them held out for
 comparison (attncli chooses its kept model on validation; the held-out pairs choose
 nothing, so neither model has seen them in any way); the tutorial's normalisation (NFKD,
 lower case, only `a-z .?!,¿`); word level; vocabularies of 5,000 per side; batches of 64
-sentences; Adam 1e-3; both models of the tutorial's size (embeddings and units 256, a
-bidirectional GRU encoder with summed directions, a GRU decoder, no dropout).
+sentences; both models of the tutorial's width (embeddings and units 256, a bidirectional
+GRU encoder with summed directions, a GRU decoder, no dropout); the tutorial's model with
+Adam 1e-3.
 
 Side by side, as two processes started together on the same `--cores` (inheriting this
 process's niceness, so they share the cores equally), each for `--minutes` of wall time:
 
 - attncli: the command a user types, `python -m attncli train configs/spa-eng.yaml
-  --set training.max_minutes=M ...` (Luong general attention, label smoothing 0.1,
-  evaluations every 500 steps, which the time budget counts), whose kept model (best by
+  --set training.max_minutes=M ...` (Luong general attention, the output layer tied to
+  the target embeddings, label smoothing 0.1, Adam 2e-3 halved every 1,500 steps, the
+  moving average of the weights validated and kept), whose kept model (best by
   validation BLEU) the run scores on the held-out pairs itself (`RUN/test.json`, beam 5),
   and a third process then scores greedily;
 - the tutorial's model (`benchmarks/tutorial_model.py`), trained on the same bucketed
