@@ -150,3 +150,12 @@ def test_translate_sampling_is_reproducible_and_draws_n_per_line(model_directory
     for n in range(4):
         scores = [float(row[2]) for row in rows[3 * n : 3 * n + 3]]
         assert scores == sorted(scores, reverse=True)
+
+
+def test_a_prefix_and_sampling_with_an_ensemble(model_directory):
+    # The members share one target vocabulary (load_ensemble refuses any other).
+    result = invoke(model_directory, *SENTENCES[:2], "--ensemble", model_directory,
+                    "--prefix", "tom is", "--sampling", "topk:3", "--seed", "2")
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2 and all(line.startswith("tom is") for line in lines)
