@@ -273,6 +273,10 @@ class LuongDecoder(AttentionDecoder):
 
     Args:
         input_feeding: bool, feed `h~_{t-1}` into the next input. Defaults to False.
+        implementation: `"auto"`, `"loop"` or `"keras"`: how the RNN runs over the
+            whole target without input feeding, as `Encoder`'s (`"keras"`:
+            `keras.layers.GRU` / `LSTM`, cuDNN's kernels on a GPU). Defaults to
+            `"auto"`.
         other arguments: as `BahdanauDecoder`.
 
     Call arguments:
@@ -284,9 +288,11 @@ class LuongDecoder(AttentionDecoder):
         being `LayerNorm(h~)`.
     """
 
-    def __init__(self, *args, input_feeding=False, **kwargs):
+    def __init__(self, *args, input_feeding=False, implementation="auto", **kwargs):
         super().__init__(*args, **kwargs)
+        recurrent.uses_keras_layers(implementation, False)  # validates it
         self.input_feeding = input_feeding
+        self.implementation = implementation
         self.combine = keras.layers.Dense(
             self.units, activation="tanh", use_bias=False, dtype=self.dtype_policy,
             name="W_c",
@@ -333,14 +339,18 @@ class LuongDecoder(AttentionDecoder):
         if stepwise or self.input_feeding:
             return self.run_steps(target_in_ids, state, memory, training)
         cell_state, _, position = self._split_state(state)
-        # Padding is skipped: the input projection is computed on the real tokens
-        # only, and the loop updates only the rows still running.
         target_mask = ops.not_equal(target_in_ids, 0)
-        lengths = ops.sum(ops.cast(target_mask, "int32"), axis=1)
         embedded = self.dropout_layer(self.embedding(target_in_ids), training=training)
-        projected = recurrent.project_tokens([self.cell], embedded, target_mask)
-        (states,) = recurrent.run([self.cell], projected, [cell_state], lengths=lengths)
-        outputs = ops.cast(states[0], self.compute_dtype)
+        if recurrent.uses_keras_layers(self.implementation, training):
+            outputs, _ = recurrent.run_keras(self.cell, embedded, cell_state, target_mask)
+        else:
+            # Padding is skipped: the input projection is computed on the real tokens
+            # only, and the loop updates only the rows still running.
+            lengths = ops.sum(ops.cast(target_mask, "int32"), axis=1)
+            projected = recurrent.project_tokens([self.cell], embedded, target_mask)
+            (states,) = recurrent.run([self.cell], projected, [cell_state], lengths=lengths)
+            outputs = states[0]
+        outputs = ops.cast(outputs, self.compute_dtype)
         positions = None
         if position is not None:
             steps = ops.arange(ops.shape(target_in_ids)[1], dtype="int32")
@@ -351,5 +361,6 @@ class LuongDecoder(AttentionDecoder):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"input_feeding": self.input_feeding})
+        config.update({"input_feeding": self.input_feeding,
+                       "implementation": self.implementation})
         return config

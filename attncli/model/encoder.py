@@ -29,6 +29,12 @@ class Encoder(keras.layers.Layer):
         embedding: a `keras.layers.Embedding` of `(vocab_size, embedding_dim)` to read
             the source with, shared with another layer (tied embeddings), or None
             for a new one. Left out of `get_config`. Defaults to None.
+        implementation: `"auto"`, `"loop"` or `"keras"`: how the recurrences run.
+            `"loop"`: the split cells' graph loop with its hand-written gradient
+            (`recurrent.run`; the faster on a CPU); `"keras"`: `keras.layers.GRU` /
+            `LSTM` with the same weights (`recurrent.run_keras`), cuDNN's kernels on
+            a GPU; `"auto"`: `"keras"` while training where a GPU is present,
+            `"loop"` otherwise (`recurrent.uses_keras_layers`). Defaults to `"auto"`.
 
     Call arguments:
         source_ids: int `(batch_size, S)`, right-padded with 0.
@@ -44,12 +50,14 @@ class Encoder(keras.layers.Layer):
     """
 
     def __init__(self, vocab_size, embedding_dim, units, cell, num_layers=1,
-                 bidirectional=True, merge_mode="sum", dropout=0.0, embedding=None, **kwargs):
+                 bidirectional=True, merge_mode="sum", dropout=0.0, embedding=None,
+                 implementation="auto", **kwargs):
         super().__init__(**kwargs)
         if merge_mode not in ("sum", "concat"):
             raise ValueError(
                 f"`merge_mode` must be 'sum' or 'concat'. Received: merge_mode={merge_mode!r}"
             )
+        recurrent.uses_keras_layers(implementation, False)  # validates it
         self.vocab_size = vocab_size
         self.embedding_dim = embedding_dim
         self.units = units
@@ -58,6 +66,7 @@ class Encoder(keras.layers.Layer):
         self.bidirectional = bidirectional
         self.merge_mode = merge_mode
         self.dropout = dropout
+        self.implementation = implementation
         if embedding is None:
             embedding = keras.layers.Embedding(
                 vocab_size, embedding_dim, dtype=self.dtype_policy, name="embedding"
@@ -91,6 +100,29 @@ class Encoder(keras.layers.Layer):
             return forward + backward
         return ops.concatenate([forward, backward], axis=-1)
 
+    def _run_loop(self, cells, inputs, initial, source_mask, lengths):
+        """Per cell, `h` at every step and the final state, by `recurrent.run`."""
+        projected = recurrent.project_tokens(cells, inputs, source_mask)
+        if self.bidirectional:
+            # The backward cell reads each sequence's real steps last to first;
+            # its padding stays at the end, where it changes nothing.
+            projected[1] = tf.reverse_sequence(projected[1], lengths, seq_axis=1, batch_axis=0)
+        states = recurrent.run(cells, projected, initial, lengths=lengths)
+        finals = [recurrent.final_state(s, lengths, i) for s, i in zip(states, initial)]
+        return [s[0] for s in states], finals
+
+    def _run_keras(self, cells, inputs, initial, source_mask, lengths):
+        """The same by `recurrent.run_keras`, one Keras layer per direction."""
+        inputs = [inputs]
+        if self.bidirectional:
+            # reversed within each sequence, so that the padding stays on the right
+            inputs.append(tf.reverse_sequence(inputs[0], lengths, seq_axis=1, batch_axis=0))
+        runs = [
+            recurrent.run_keras(cell, x, state, source_mask)
+            for cell, x, state in zip(cells, inputs, initial)
+        ]
+        return [outputs for outputs, _ in runs], [final for _, final in runs]
+
     def call(self, source_ids, training=None):
         source_mask = ops.not_equal(source_ids, 0)
         lengths = ops.sum(ops.cast(source_mask, "int32"), axis=1)
@@ -102,24 +134,17 @@ class Encoder(keras.layers.Layer):
             cells = [self.forward_cells[index]]
             if self.bidirectional:
                 cells.append(self.backward_cells[index])
-            projected = recurrent.project_tokens(cells, outputs, source_mask)
-            if self.bidirectional:
-                # The backward cell reads each sequence's real steps last to first;
-                # its padding stays at the end, where it changes nothing.
-                projected[1] = tf.reverse_sequence(
-                    projected[1], lengths, seq_axis=1, batch_axis=0
-                )
             initial = [cell.initial_state(batch_size) for cell in cells]
-            states = recurrent.run(cells, projected, initial, lengths=lengths)
-            finals = [
-                recurrent.final_state(s, lengths, i) for s, i in zip(states, initial)
-            ]
+            if recurrent.uses_keras_layers(self.implementation, training):
+                sequences, finals = self._run_keras(cells, outputs, initial, source_mask, lengths)
+            else:
+                sequences, finals = self._run_loop(cells, outputs, initial, source_mask, lengths)
             if self.bidirectional:
-                backward = tf.reverse_sequence(states[1][0], lengths, seq_axis=1, batch_axis=0)
-                outputs = self._merge(states[0][0], backward)
+                backward = tf.reverse_sequence(sequences[1], lengths, seq_axis=1, batch_axis=0)
+                outputs = self._merge(sequences[0], backward)
                 final_state = tuple(self._merge(f, b) for f, b in zip(*finals))
             else:
-                outputs, final_state = states[0][0], finals[0]
+                outputs, final_state = sequences[0], finals[0]
             # outputs: batch x S x output_dim, zero at padding, in the compute dtype
             # (the states are float32 under a mixed policy)
             outputs = ops.cast(outputs, self.compute_dtype)
@@ -137,5 +162,6 @@ class Encoder(keras.layers.Layer):
             "bidirectional": self.bidirectional,
             "merge_mode": self.merge_mode,
             "dropout": self.dropout,
+            "implementation": self.implementation,
         })
         return config

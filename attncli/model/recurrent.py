@@ -208,6 +208,84 @@ def make_cell(kind, units, name, dtype=None):
     return cells[kind](units, name=name, dtype=dtype)
 
 
+IMPLEMENTATIONS = ("auto", "loop", "keras")
+
+
+def uses_keras_layers(implementation, training):
+    """Whether a layer runs its recurrences with `run_keras` rather than `run`.
+
+    `"keras"` always, `"loop"` never; `"auto"` while training where TensorFlow sees
+    a GPU, so that training gets cuDNN's kernels. Everything else (validation, search,
+    the export) runs the loop, whose graph runs on any device: a graph traced with
+    cuDNN's kernels would not run on a machine without a GPU.
+    """
+    if implementation not in IMPLEMENTATIONS:
+        raise ValueError(
+            f"`implementation` must be one of {IMPLEMENTATIONS}. "
+            f"Received: implementation={implementation!r}"
+        )
+    if implementation == "auto":
+        return bool(training) and bool(tf.config.list_physical_devices("GPU"))
+    return implementation == "keras"
+
+
+def keras_layer(cell):
+    """A `keras.layers.GRU` or `keras.layers.LSTM` computing with `cell`'s weights.
+
+    With cuDNN's settings (Keras's defaults: tanh and sigmoid, biases, the GRU's
+    `reset_after=True`, no recurrent dropout, not unrolled), so that the layer's
+    TensorFlow backend runs cuDNN's kernel where a GPU is present and Keras's generic
+    loop, the same equations, elsewhere. Its cell has no weights of its own: it reads
+    `cell`'s variables, the GRU's two biases stacked as Keras keeps them, `(2, 3 *
+    units)`. Made anew for every call (the stacked biases are a tensor of the graph
+    being traced), it is not one of the model's layers.
+    """
+    options = dict(return_sequences=True, return_state=True, dtype=cell.dtype_policy,
+                   name=f"{cell.name}_keras")
+    if isinstance(cell, GRUCell):
+        layer = keras.layers.GRU(cell.units, reset_after=True, **options)
+        # bias: 2 x 3*units, the input bias then the recurrent bias
+        bias = ops.stack([cell.computed(cell.bias), cell.computed(cell.recurrent_bias)])
+    else:
+        layer = keras.layers.LSTM(cell.units, **options)
+        bias = cell.bias
+    layer.cell.kernel = cell.kernel
+    layer.cell.recurrent_kernel = cell.recurrent_kernel
+    layer.cell.bias = bias
+    layer.cell.built = True
+    return layer
+
+
+def run_keras(cell, inputs, initial_state, mask):
+    """`run` of one cell by `keras_layer(cell)`, from the inputs before projection.
+
+    cuDNN reads the mask as lengths: it must be right-padded. A row with no real step
+    stops cuDNN (Keras asserts against it), so such a row is given one step and then
+    its initial state.
+
+    Args:
+        cell: a `GRUCell` or `LSTMCell`.
+        inputs: `(batch_size, T, d)`, the sequences the cell reads (not projected).
+        initial_state: tuple of `(batch_size, units)`.
+        mask: boolean `(batch_size, T)`, True at the real steps, right-padded.
+
+    Returns:
+        `(outputs, final_state)`: `h` after every step `(batch_size, T, units)`
+        (past a row's length unspecified) and the state after each row's last real
+        step (`initial_state` for a row of none), in the cell's `state_dtype`.
+        Under a mixed policy Keras computes the states in the compute dtype.
+    """
+    empty = ops.logical_not(ops.any(mask, axis=1))
+    first = ops.arange(ops.shape(mask)[1])[None, :] == 0
+    mask = ops.logical_or(mask, ops.logical_and(empty[:, None], first))
+    outputs, *final = keras_layer(cell)(inputs, initial_state=list(initial_state), mask=mask)
+    final = tuple(
+        ops.where(empty[:, None], initial, ops.cast(state, cell.state_dtype))
+        for state, initial in zip(final, initial_state)
+    )
+    return ops.cast(outputs, cell.state_dtype), final
+
+
 # Below this share of padding `project_tokens` multiplies every position: packing and
 # scattering the tokens costs more than the padding's share of the product (bucketed
 # batches have 1% padding, random ones about half).
