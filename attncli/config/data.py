@@ -10,30 +10,67 @@ from typing import Literal
 from attncli.config.schema import check_choices
 from attncli.errors import DataError
 
+#: Ends a subword-nmt BPE piece that the next one continues (`Mach@@ en`).
+BPE_JOINER = "@@"
+#: Starts a SentencePiece piece that follows a space (`▁Die ▁Kat ze`).
+SENTENCEPIECE_SPACE = "\u2581"
+#: What a side's settings would change in the pieces a `pretokenized` side is given.
+_PIECE_CHANGING = ("lowercase", "strip_accents", "drop_pattern")
+
+
 @dataclasses.dataclass(frozen=True)
 class SideConfig:
     """Tokenization and vocabulary of one side (source or target).
 
     Args:
-        level: `"char"`, `"word"` or `"subword"` (WordPiece). Defaults to `"word"`.
+        level: `"char"`, `"word"`, `"subword"` (WordPiece learned by tensorflow-text),
+            `"sentencepiece"` (a SentencePiece model learned from the training side, or
+            the file `sentencepiece_model`) or `"pretokenized"` (the text is already
+            pieces: split on spaces, nothing added or removed; see `joiner`). Defaults to
+            `"word"`.
         normalization: Unicode normal form, `"NFC"`, `"NFKC"`, `"NFD"`, `"NFKD"` or
             None. Defaults to `"NFC"`.
-        lowercase: fold case. Defaults to False.
-        strip_accents: remove accents (é → e). Defaults to False.
+        lowercase: fold case. Not with `pretokenized`. Defaults to False.
+        strip_accents: remove accents (é → e). Not with `pretokenized`. Defaults to False.
         drop_pattern: RE2 character class of characters to delete after
-            normalisation, e.g. `"[^ a-z.?!,¿]"`. Defaults to None.
+            normalisation, e.g. `"[^ a-z.?!,¿]"`. Not with `pretokenized`. Defaults to
+            None.
         vocab_size: int or None, the most tokens the vocabulary keeps (the 4 reserved
-            included); required for `subword`. Defaults to 8000.
-        min_count: int >= 1, tokens seen fewer times become unknown. Defaults to 1.
+            included); required for `subword` and a learned `sentencepiece` model (whose
+            pieces include the 256 UTF-8 bytes that spell characters never seen in
+            training). Defaults to 8000.
+        min_count: int >= 1, tokens seen fewer times become unknown (not for
+            `sentencepiece`). Defaults to 1.
+        sentencepiece_type: `"unigram"` or `"bpe"`, the SentencePiece model learned at
+            level `sentencepiece`; null means unigram. Not with `sentencepiece_model`,
+            whose file has its own. Defaults to None.
+        sentencepiece_model: path of an existing SentencePiece `.model` file to use
+            instead of learning one (level `sentencepiece`), relative to
+            `data.directory` (or `--data-dir`) unless absolute. The run keeps a copy.
+            Its own normalisation rule runs after attncli's normalisation. Defaults to
+            None.
+        joiner: how `pretokenized` pieces are joined into the text a translation
+            prints: `"@@"` (subword-nmt BPE: `Mach@@ en` → `Machen`), `"▁"`
+            (SentencePiece pieces: `▁Die ▁Kat ze` → `Die Katze`) or null (the pieces
+            joined with spaces). Only at level `pretokenized`. Defaults to None.
+        vocab_file: path of an existing vocabulary for `pretokenized` pieces, used
+            instead of learning one: a token per line, its first field (so a
+            subword-nmt or fairseq `TOKEN COUNT` file, or a SentencePiece `.vocab`,
+            works); relative to `data.directory` (or `--data-dir`) unless absolute.
+            Defaults to None.
     """
 
-    level: Literal["char", "word", "subword"] = "word"
+    level: Literal["char", "word", "subword", "sentencepiece", "pretokenized"] = "word"
     normalization: Literal["NFC", "NFKC", "NFD", "NFKD"] | None = "NFC"
     lowercase: bool = False
     strip_accents: bool = False
     drop_pattern: str | None = None
     vocab_size: int | None = 8000
     min_count: int = 1
+    sentencepiece_type: Literal["unigram", "bpe"] | None = None
+    sentencepiece_model: str | None = None
+    joiner: Literal["@@", "\u2581"] | None = None
+    vocab_file: str | None = None
 
     def __post_init__(self):
         check_choices(self)
@@ -46,18 +83,109 @@ class SideConfig:
             raise ValueError("level 'subword' needs a vocab_size. Received: vocab_size=None")
         if self.min_count < 1:
             raise ValueError(f"min_count must be >= 1. Received: min_count={self.min_count}")
+        for name, level in (("sentencepiece_model", "sentencepiece"),
+                            ("sentencepiece_type", "sentencepiece"),
+                            ("vocab_file", "pretokenized")):
+            value = getattr(self, name)
+            if value is not None and self.level != level:
+                raise ValueError(
+                    f"{name} is for level {level}, not {self.level}: remove it or set "
+                    f"level: {level}. Received: {name}={value!r}"
+                )
+        for name in ("sentencepiece_model", "vocab_file"):
+            if getattr(self, name) == "":
+                raise ValueError(f"{name} must be a file path or null. Received: {name}=''")
+        if self.sentencepiece_model is not None and self.sentencepiece_type is not None:
+            raise ValueError(
+                "sentencepiece_type chooses the model to learn; the model file "
+                f"{self.sentencepiece_model!r} has its own: remove sentencepiece_type"
+            )
+        if (self.level == "sentencepiece" and self.sentencepiece_model is None
+                and self.vocab_size is None):
+            raise ValueError(
+                "level 'sentencepiece' learns a model of vocab_size pieces: give vocab_size, "
+                "or an existing model as sentencepiece_model. Received: vocab_size=None"
+            )
+        check_level_options(
+            self.level, joiner=self.joiner, lowercase=self.lowercase,
+            strip_accents=self.strip_accents, drop_pattern=self.drop_pattern,
+        )
 
-    def tokenizer(self):
-        """A `Tokenizer` with these settings (no vocabulary yet)."""
+    def tokenizer(self, base="."):
+        """A `Tokenizer` with these settings (no vocabulary yet; at the `sentencepiece`
+        level with the model of `sentencepiece_model` if given), relative paths read
+        from the folder `base`."""
+        from attncli.data.sentencepiece_models import read_sentencepiece_model
         from attncli.data.tokenization import Tokenizer
 
+        model = None
+        if self.sentencepiece_model is not None:
+            path = side_file(base, self.sentencepiece_model)
+            model = read_sentencepiece_model(path, "check sentencepiece_model or --data-dir")
         return Tokenizer(
             self.level,
             normalization=self.normalization,
             lowercase=self.lowercase,
             strip_accents=self.strip_accents,
             drop_pattern=self.drop_pattern,
+            joiner=self.joiner,
+            sentencepiece_type=self.sentencepiece_type or "unigram",
+            sentencepiece_model=model,
+            vocab_file=None if self.vocab_file is None else side_file(base, self.vocab_file),
         )
+
+    def learn_tokenizer(self, texts, base="."):
+        """The `Tokenizer` of these settings with its vocabulary: learned from `texts`
+        (the training side's strings), or read from `sentencepiece_model` or
+        `vocab_file` (relative to the folder `base`) when given."""
+        tokenizer = self.tokenizer(base)
+        vocabulary = tokenizer.build_vocabulary(
+            texts, max_size=self.vocab_size, min_count=self.min_count
+        )
+        return tokenizer.with_vocabulary(vocabulary)
+
+
+def check_level_options(level, *, joiner=None, sentencepiece_type="unigram",
+                        lowercase=False, strip_accents=False, drop_pattern=None):
+    """Refuse settings that do not go with tokenizer `level`, in one line.
+
+    Raises:
+        ValueError: a joiner at a level other than `pretokenized`, an unknown joiner or
+            SentencePiece type, or a `pretokenized` side with settings that would change
+            its pieces.
+    """
+    joiners = (BPE_JOINER, SENTENCEPIECE_SPACE)
+    if joiner is not None and joiner not in joiners:
+        raise ValueError(
+            f"joiner must be {' or '.join(repr(j) for j in joiners)} or null. "
+            f"Received: joiner={joiner!r}"
+        )
+    if joiner is not None and level != "pretokenized":
+        raise ValueError(
+            f"joiner is for level pretokenized (pieces given in the text); level {level} "
+            f"joins its own tokens: remove joiner. Received: joiner={joiner!r}"
+        )
+    if sentencepiece_type not in ("unigram", "bpe"):
+        raise ValueError(
+            "sentencepiece_type must be one of unigram, bpe. "
+            f"Received: sentencepiece_type={sentencepiece_type!r}"
+        )
+    if level == "pretokenized":
+        given = {"lowercase": lowercase, "strip_accents": strip_accents,
+                 "drop_pattern": drop_pattern is not None}
+        changing = [name for name in _PIECE_CHANGING if given[name]]
+        if changing:
+            raise ValueError(
+                f"level pretokenized keeps the pieces it is given as they are, and "
+                f"{changing[0]} would change them: apply it before the text is cut into "
+                f"pieces, and remove it here"
+            )
+
+
+def side_file(base, path):
+    """`path` (a side's `sentencepiece_model` or `vocab_file`) read from the folder
+    `base` unless absolute."""
+    return Path(base or ".") / path
 
 
 @dataclasses.dataclass(frozen=True)
@@ -279,4 +407,28 @@ def data_paths(config, data_dir=None):
                     f"data.{name}: no such file {candidate}; check the path or pass --data-dir"
                 )
         paths[name] = found if config.format == "parallel" else found[0]
+    check_side_files(config, base)
     return paths
+
+
+def check_side_files(config, base):
+    """Check the files the sides of `config` name (`sentencepiece_model`, `vocab_file`)
+    exist under `base` (a SentencePiece model also that it is one).
+
+    Raises:
+        DataError: naming the first key and file that is missing or damaged.
+    """
+    from attncli.data.sentencepiece_models import read_sentencepiece_model
+
+    for side in ("source", "target"):
+        settings = getattr(config, side)
+        for name in ("sentencepiece_model", "vocab_file"):
+            if getattr(settings, name) is None:
+                continue
+            path = side_file(base, getattr(settings, name))
+            if not path.is_file():
+                raise DataError(
+                    f"data.{side}.{name}: no such file {path}; check the path or pass --data-dir"
+                )
+            if name == "sentencepiece_model":
+                read_sentencepiece_model(path, f"check data.{side}.{name}")

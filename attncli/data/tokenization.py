@@ -12,9 +12,19 @@ Three levels:
 - `subword`: the `word` split, then each word cut into WordPiece pieces (`##` marks a
   piece that continues a word) with `text.FastWordpieceTokenizer`; the piece vocabulary is
   learned from training text by `bert_vocab_from_dataset`.
+- `sentencepiece`: SentencePiece pieces (`▁` marks a piece that starts after a space)
+  with `text.SentencepieceTokenizer`, from a unigram or BPE model learned from training
+  text by the `sentencepiece` library, or from a `.model` file given. A learned model
+  keeps every character and space as written (identity normaliser, spaces not
+  collapsed, unseen characters as UTF-8 byte pieces), so detokenizing gives the
+  normalised text back exactly.
+- `pretokenized`: the text's own pieces, split on whitespace, nothing added or removed
+  (text cut into BPE or SentencePiece pieces beforehand); `joiner` says how the pieces
+  join into text again: `"@@"` (subword-nmt: `Mach@@ en` → `Machen`), `"▁"` (SentencePiece
+  pieces: `▁Die ▁Kat ze` → `Die Katze`) or None (pieces joined with spaces).
 
-Detokenization joins tokens with spaces, glues WordPiece pieces, and restores the spacing
-of written text: `"hello , world ."` → `"hello, world."`, `"¿ qué ?"` → `"¿qué?"`,
+Detokenization at the `char`, `word` and `subword` levels joins tokens with spaces, glues
+WordPiece pieces, and restores the spacing of written text: `"hello , world ."` → `"hello, world."`, `"¿ qué ?"` → `"¿qué?"`,
 `'he said " hi . "'` → `'he said "hi."'` (also “ ” and „ “),
 `"$ 30"` → `"$30"`, `"don ' t"` → `"don't"`, `"3 : 30"` → `"3:30"`,
 and no spaces next to Chinese or Japanese characters. BLEU is computed on this text.
@@ -23,6 +33,7 @@ and no spaces next to Chinese or Japanese characters. BLEU is computed on this t
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import re
@@ -34,17 +45,23 @@ import tensorflow as tf
 import tensorflow_text as text
 from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
 
-from attncli.errors import DataError, shown
-from attncli.files import write_text_atomically
-from attncli.data.vocabulary import END, PAD, RESERVED_TOKENS, START, UNK_TOKEN, Vocabulary
+from attncli.config.data import BPE_JOINER, check_level_options
+from attncli.data.sentencepiece_models import read_sentencepiece_model, sentencepiece_file
+from attncli.errors import DataError, clipped, shown
+from attncli.files import write_atomically, write_text_atomically
+from attncli.data.vocabulary import (
+    END, END_TOKEN, PAD, PAD_TOKEN, RESERVED_TOKENS, START, START_TOKEN, UNK, UNK_TOKEN, Vocabulary,
+)
 
-LEVELS = ("char", "word", "subword")
+LEVELS = ("char", "word", "subword", "sentencepiece", "pretokenized")
 NORMALIZATIONS = ("NFC", "NFKC", "NFD", "NFKD")
 
-#: Stands for a space at the `char` level.
+#: Stands for a space at the `char` level, and starts a SentencePiece piece after a space.
 SPACE_TOKEN = "\u2581"
 #: Marks a WordPiece piece that continues the previous one.
 SUFFIX_INDICATOR = "##"
+#: Tokenizer settings newer than the first runs: a file without them means their defaults.
+_LATER_KEYS = ("joiner", "sentencepiece_type")
 
 _KANA_HAN = r"\p{Han}\p{Hiragana}\p{Katakana}"
 _WORD_DELIMITERS = rf"\s+|[\p{{P}}\p{{S}}]|[{_KANA_HAN}]"
@@ -78,18 +95,30 @@ class Tokenizer:
     Normalisation, in this order: case folding (`text.case_fold_utf8`) when `lowercase`;
     accents stripped (NFKD, then combining marks removed) when `strip_accents`; the Unicode
     normal form `normalization` (`text.normalize_utf8`); characters matching `drop_pattern`
-    removed; runs of whitespace collapsed to one space, ends stripped.
+    removed; runs of whitespace collapsed to one space, ends stripped (at the
+    `sentencepiece` level only the ends: it keeps the spaces inside as written).
 
     Args:
-        level: `"char"`, `"word"` or `"subword"`. Defaults to `"word"`.
+        level: `"char"`, `"word"`, `"subword"`, `"sentencepiece"` or `"pretokenized"`.
+            Defaults to `"word"`.
         normalization: `"NFC"`, `"NFKC"`, `"NFD"`, `"NFKD"` or `None`. Defaults to `"NFC"`.
         lowercase: fold case. Defaults to `False`.
         strip_accents: remove combining marks (é → e, ñ → n). Defaults to `False`.
         drop_pattern: an RE2 pattern of characters to delete after normalisation, e.g. the
             tutorial's `"[^ a-z.?!,¿]"`. Defaults to `None`.
+        joiner: at the `pretokenized` level, how pieces join into text: `"@@"`, `"▁"` or
+            `None` (with spaces). Only `None` at other levels. Defaults to `None`.
+        sentencepiece_type: `"unigram"` or `"bpe"`, the model `build_vocabulary` learns at
+            the `sentencepiece` level. Defaults to `"unigram"`.
         vocabulary: the `Vocabulary` of ids; needed by `encode`/`decode`, and by
-            `tokenize` at the `subword` level (its tokens are the WordPiece pieces).
-            Defaults to `None`.
+            `tokenize` at the `subword` and `sentencepiece` levels. Defaults to `None`.
+        sentencepiece_model: bytes, a serialised SentencePiece model (a `.model` file's
+            content); at the `sentencepiece` level only. Without it `build_vocabulary`
+            learns one. Defaults to `None`.
+        vocab_file: path of a vocabulary that `build_vocabulary` reads instead of
+            learning one, at the `pretokenized` level only: a token per line, the first
+            field of the line (so subword-nmt's and fairseq's `TOKEN COUNT` files and
+            SentencePiece's `.vocab` files work). Defaults to `None`.
 
     Example:
 
@@ -108,7 +137,11 @@ class Tokenizer:
         lowercase: bool = False,
         strip_accents: bool = False,
         drop_pattern: str | None = None,
+        joiner: str | None = None,
+        sentencepiece_type: str = "unigram",
         vocabulary: Vocabulary | None = None,
+        sentencepiece_model: bytes | None = None,
+        vocab_file=None,
     ):
         if level not in LEVELS:
             raise DataError(
@@ -125,13 +158,29 @@ class Tokenizer:
                 raise DataError(f"{name} must be true or false. Received: {name}={shown(flag)}")
         if drop_pattern is not None:
             check_drop_pattern(drop_pattern)
+        try:
+            check_level_options(
+                level, joiner=joiner, sentencepiece_type=sentencepiece_type,
+                lowercase=lowercase, strip_accents=strip_accents, drop_pattern=drop_pattern,
+            )
+        except ValueError as error:
+            raise DataError(str(error)) from None
+        if sentencepiece_model is not None and level != "sentencepiece":
+            raise DataError(f"a SentencePiece model is for the sentencepiece level, not {level}")
+        if vocab_file is not None and level != "pretokenized":
+            raise DataError(f"vocab_file is for the pretokenized level, not {level}")
         self.level = level
         self.normalization = normalization
         self.lowercase = lowercase
         self.strip_accents = strip_accents
         self.drop_pattern = drop_pattern
+        self.joiner = joiner
+        self.sentencepiece_type = sentencepiece_type
         self.vocabulary = vocabulary
+        self.sentencepiece_model = sentencepiece_model
+        self.vocab_file = vocab_file
         self._wordpiece = None
+        self._sentencepiece = None
         if level == "subword" and vocabulary is not None:
             self._wordpiece = text.FastWordpieceTokenizer(
                 vocabulary.tokens,
@@ -140,23 +189,44 @@ class Tokenizer:
                 unknown_token=UNK_TOKEN,
                 no_pretokenization=True,
             )
+        if sentencepiece_model is not None:
+            # The op logs one line of its own on stderr when a model has no normalisation
+            # rule (the identity one learned models have): not for the user to read.
+            with _quiet_stderr(), tf.init_scope():
+                self._sentencepiece = text.SentencepieceTokenizer(
+                    sentencepiece_model, out_type=tf.string
+                )
+
+    @property
+    def trackables(self) -> list:
+        """The TensorFlow objects with state that `tokenize` and `detokenize` use in a
+        graph (the SentencePiece model), which a SavedModel must track; [] at the
+        levels that have none."""
+        return [] if self._sentencepiece is None else [self._sentencepiece]
 
     def get_config(self) -> dict:
-        """Every constructor argument except the vocabulary (saved as a text file)."""
+        """Every constructor argument except the vocabulary (saved as a text file), the
+        SentencePiece model (saved as a file) and `vocab_file` (read when learning)."""
         return {
             "level": self.level,
             "normalization": self.normalization,
             "lowercase": self.lowercase,
             "strip_accents": self.strip_accents,
             "drop_pattern": self.drop_pattern,
+            "joiner": self.joiner,
+            "sentencepiece_type": self.sentencepiece_type,
         }
 
     def with_vocabulary(self, vocabulary: Vocabulary) -> Tokenizer:
-        """The same tokenizer with `vocabulary`."""
-        return Tokenizer(**self.get_config(), vocabulary=vocabulary)
+        """The same tokenizer (its SentencePiece model too) with `vocabulary`."""
+        return Tokenizer(
+            **self.get_config(), vocabulary=vocabulary,
+            sentencepiece_model=self.sentencepiece_model,
+        )
 
     def save(self, directory, name: str) -> None:
-        """Writes `name.tokenizer.json` and `name.vocab.txt` into `directory`."""
+        """Writes `name.tokenizer.json` and `name.vocab.txt` into `directory`, and at the
+        `sentencepiece` level the model, `name.sentencepiece.model`."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         write_text_atomically(
@@ -164,6 +234,8 @@ class Tokenizer:
             json.dumps(self.get_config(), indent=2, ensure_ascii=False) + "\n",
         )
         self._require_vocabulary("save").save(directory / f"{name}.vocab.txt")
+        if self.level == "sentencepiece":
+            write_atomically(directory / sentencepiece_file(name), self.sentencepiece_model)
 
     @classmethod
     def load(cls, directory, name: str) -> Tokenizer:
@@ -178,7 +250,9 @@ class Tokenizer:
         if not isinstance(config, dict):
             raise DataError(f"{path} is damaged: expected a mapping of settings")
         expected = set(cls("word").get_config())
-        unknown, missing = sorted(set(config) - expected), sorted(expected - set(config))
+        # Written by attncli before the key existed: its default.
+        missing = sorted(expected - set(config) - set(_LATER_KEYS))
+        unknown = sorted(set(config) - expected)
         if unknown or missing:
             what = f"unknown key {shown(unknown[0])}" if unknown else f"no {missing[0]!r}"
             raise DataError(f"{path} is damaged ({what}); copy its directory again")
@@ -187,7 +261,18 @@ class Tokenizer:
         except DataError as error:
             raise DataError(f"{path} is damaged ({error}); copy its directory again") from None
         vocabulary = Vocabulary.load(Path(directory) / f"{name}.vocab.txt")
-        return settings.with_vocabulary(vocabulary)
+        if settings.level != "sentencepiece":
+            return settings.with_vocabulary(vocabulary)
+        model_path = Path(directory) / sentencepiece_file(name)
+        if not model_path.is_file():
+            raise DataError(f"{model_path} is missing; copy its directory again")
+        model = read_sentencepiece_model(model_path, "copy its directory again")
+        if sentencepiece_vocabulary(model) != vocabulary:
+            raise DataError(
+                f"{model_path} and {name}.vocab.txt do not belong together (the model's "
+                "pieces are not the vocabulary's); copy its directory again"
+            )
+        return cls(**config, vocabulary=vocabulary, sentencepiece_model=model)
 
     def normalize(self, texts) -> tf.Tensor:
         """Normalised strings, same shape as `texts`."""
@@ -201,6 +286,8 @@ class Tokenizer:
             texts = text.normalize_utf8(texts, self.normalization)
         if self.drop_pattern is not None:
             texts = tf.strings.regex_replace(texts, self.drop_pattern, "")
+        if self.level == "sentencepiece":
+            return tf.strings.strip(texts)  # SentencePiece's decoder drops leading spaces
         texts = tf.strings.regex_replace(texts, r"\s+", " ")
         return tf.strings.strip(texts)
 
@@ -214,6 +301,12 @@ class Tokenizer:
         if self.level == "char":
             spaced = tf.strings.regex_replace(normalized, " ", SPACE_TOKEN)
             return tf.strings.unicode_split(spaced, "UTF-8")
+        if self.level == "pretokenized":
+            return tf.strings.split(normalized)
+        if self.level == "sentencepiece":
+            if self._sentencepiece is None:
+                self._require_vocabulary("tokenize at the sentencepiece level")
+            return self._sentencepiece.tokenize(normalized)
         words = self.split_words(normalized)
         if self.level == "word":
             return words
@@ -227,6 +320,12 @@ class Tokenizer:
         if self.level == "char":
             joined = tf.strings.reduce_join(tokens, axis=-1)
             return tf.strings.regex_replace(joined, SPACE_TOKEN, " ")
+        if self.level == "sentencepiece":
+            if self._sentencepiece is None:
+                self._require_vocabulary("detokenize at the sentencepiece level")
+            return self._sentencepiece.detokenize(tokens)
+        if self.level == "pretokenized":
+            return _join_pieces(tokens, self.joiner)
         joined = tf.strings.reduce_join(tokens, axis=-1, separator=" ")
         if self.level == "subword":
             joined = tf.strings.regex_replace(joined, " " + SUFFIX_INDICATOR, "")
@@ -259,11 +358,21 @@ class Tokenizer:
         `char`/`word`: the `max_size - 4` most frequent tokens seen at least `min_count`
         times (ties broken by the token's text). `subword`: a WordPiece vocabulary of at
         most `max_size` tokens learned by `bert_vocab_from_dataset` from the words of
-        `texts`, pieces kept only if seen at least `min_count` times. In both, ids 0-3 are
-        the reserved pad, unknown, start and end tokens.
+        `texts`, pieces kept only if seen at least `min_count` times. `pretokenized`: as
+        `word`, or the tokens of `vocab_file` when given. `sentencepiece`: the pieces of the
+        SentencePiece model, learned first from `texts` (at most `max_size` pieces, the
+        reserved ones included; `min_count` does not apply) unless the tokenizer was given
+        one; the tokenizer keeps the model it learned, and `with_vocabulary` passes it on.
+        In all, ids 0-3 are the reserved pad, unknown, start and end tokens.
         """
         if self.level == "subword":
             return self._learn_wordpieces(texts, max_size, min_count, chunk_size)
+        if self.level == "sentencepiece":
+            if self.sentencepiece_model is None:
+                self.sentencepiece_model = self._learn_sentencepiece(texts, max_size, chunk_size)
+            return sentencepiece_vocabulary(self.sentencepiece_model)
+        if self.vocab_file is not None:
+            return read_vocab_file(self.vocab_file)
         counts: dict[str, int] = {}
         for start in range(0, len(texts), chunk_size):
             tokens = self.tokenize(tf.constant(texts[start : start + chunk_size])).flat_values
@@ -296,10 +405,110 @@ class Tokenizer:
         )
         return Vocabulary(_fit_wordpieces(learned, character_counts, continuing, max_size))
 
+    def _learn_sentencepiece(self, texts, max_size, chunk_size) -> bytes:
+        """A SentencePiece model learned from `texts`, normalised as this tokenizer does."""
+        import sentencepiece
+
+        if max_size is None:
+            raise DataError("a sentencepiece vocabulary needs a maximum size (vocab_size)")
+        normalized = []
+        for start in range(0, len(texts), chunk_size):
+            chunk = self.normalize(tf.constant(list(texts[start : start + chunk_size])))
+            normalized.extend(line.decode("utf-8") for line in chunk.numpy())
+        model = io.BytesIO()
+        try:
+            with _quiet_stderr():
+                sentencepiece.SentencePieceTrainer.train(
+                    sentence_iterator=iter([line for line in normalized if line.strip()]),
+                    model_writer=model,
+                    model_type=self.sentencepiece_type,
+                    vocab_size=max_size,
+                    # A smaller corpus gives a smaller vocabulary rather than an error.
+                    hard_vocab_limit=False,
+                    # Text comes back exactly: no normalisation of its own (attncli's
+                    # runs before), spaces kept as written, every character a piece, and
+                    # a character never seen in training spelt as its UTF-8 bytes.
+                    normalization_rule_name="identity",
+                    remove_extra_whitespaces=False,
+                    character_coverage=1.0,
+                    byte_fallback=True,
+                    # The reserved tokens get attncli's names and ids: the model's ids
+                    # are the vocabulary's.
+                    pad_id=PAD, unk_id=UNK, bos_id=START, eos_id=END,
+                    pad_piece=PAD_TOKEN, unk_piece=UNK_TOKEN, bos_piece=START_TOKEN,
+                    eos_piece=END_TOKEN, unk_surface=UNK_TOKEN,
+                    num_threads=os.cpu_count() or 1,
+                    minloglevel=2,
+                )
+        except RuntimeError as error:
+            reason = str(error).strip().splitlines()[-1] if str(error).strip() else "failed"
+            raise DataError(
+                f"SentencePiece cannot learn a {self.sentencepiece_type} model of "
+                f"vocab_size={max_size} from this text ({clipped(reason)}); change vocab_size"
+            ) from None
+        return model.getvalue()
+
     def _require_vocabulary(self, action: str) -> Vocabulary:
         if self.vocabulary is None:
             raise DataError(f"the {self.level} tokenizer needs a vocabulary to {action}")
         return self.vocabulary
+
+
+def sentencepiece_vocabulary(model: bytes) -> Vocabulary:
+    """The `Vocabulary` of a SentencePiece model: the 4 reserved tokens, then every piece
+    of the model that is neither a control symbol nor its unknown piece, in the model's
+    order. A model attncli learned has the reserved tokens as its first 4 pieces, so
+    its ids are the vocabulary's."""
+    import sentencepiece
+
+    processor = sentencepiece.SentencePieceProcessor(model_proto=model)
+    pieces = [
+        processor.id_to_piece(index) for index in range(processor.get_piece_size())
+        if not (processor.is_control(index) or processor.is_unknown(index))
+    ]
+    return Vocabulary(list(RESERVED_TOKENS) + [p for p in pieces if p not in RESERVED_TOKENS])
+
+
+def read_vocab_file(path) -> Vocabulary:
+    """The `Vocabulary` of a vocabulary file given for `pretokenized` pieces.
+
+    A token per line: the line's first whitespace-separated field (a count or score
+    after it, as in subword-nmt's, fairseq's and SentencePiece's files, is ignored),
+    blank lines skipped; the 4 reserved tokens first, then the file's tokens in order
+    (each once, a reserved one where it is not repeated).
+
+    Raises:
+        DataError: one line naming the file when it cannot be read or holds no token.
+    """
+    try:
+        content = Path(path).read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        reason = getattr(error, "strerror", None) or "not UTF-8 text"
+        raise DataError(f"cannot read the vocabulary file {path} ({reason}); "
+                        "check data.source/target.vocab_file") from None
+    tokens = list(RESERVED_TOKENS)
+    seen = set(tokens)
+    for line in content.splitlines():
+        fields = line.split()
+        if fields and fields[0] not in seen:
+            seen.add(fields[0])
+            tokens.append(fields[0])
+    if len(tokens) == len(RESERVED_TOKENS):
+        raise DataError(f"the vocabulary file {path} holds no token; give one token a line")
+    return Vocabulary(tokens)
+
+
+def _join_pieces(pieces, joiner):
+    """Text of `pretokenized` pieces `(batch, None)` → `(batch,)`, by `joiner`'s convention."""
+    if joiner == SPACE_TOKEN:
+        joined = tf.strings.reduce_join(pieces, axis=-1)
+        spaced = tf.strings.regex_replace(joined, SPACE_TOKEN, " ")
+        return tf.strings.regex_replace(spaced, "^ ", "")
+    joined = tf.strings.reduce_join(pieces, axis=-1, separator=" ")
+    if joiner == BPE_JOINER:
+        # subword-nmt's own undoing: sed -r 's/(@@ )|(@@ ?$)//g'
+        joined = tf.strings.regex_replace(joined, "@@ |@@$", "")
+    return joined
 
 
 def check_drop_pattern(pattern, name="drop_pattern"):
