@@ -112,6 +112,10 @@ def export_saved_model(
     archive = keras.export.ExportArchive()
     for member in model.models if isinstance(model, Ensemble) else [model]:
         archive.track(member)
+    # A tokenizer's own resources (a SentencePiece model) go with the graph that uses them.
+    for tokenizer in (source_tokenizer, target_tokenizer):
+        for trackable in tokenizer.trackables:
+            archive.track(trackable)
     specs = {"texts": tf.TensorSpec([None], tf.string, name=INPUT),
              "prefixes": tf.TensorSpec([None], tf.string, name="prefixes"),
              "seeds": tf.TensorSpec([None], tf.int64, name="seeds")}
