@@ -123,8 +123,10 @@ def reference_normaliser(tokenizer):
 
 def normalises(tokenizer):
     """Whether `tokenizer` writes text differently from how it is given: folds case,
-    strips accents or drops characters."""
-    return tokenizer.lowercase or tokenizer.strip_accents or tokenizer.drop_pattern is not None
+    strips accents or drops characters, or is given pieces (`pretokenized`: a reference
+    `Mach@@ en` is scored as the text its pieces join into, `Machen`, as outputs are)."""
+    return (tokenizer.lowercase or tokenizer.strip_accents or tokenizer.drop_pattern is not None
+            or tokenizer.level == "pretokenized")
 
 
 def reference_form(tokenizer):
@@ -136,6 +138,8 @@ def reference_form(tokenizer):
     if not normalises(tokenizer):
         return "raw references, cased"
     steps = []
+    if tokenizer.level == "pretokenized":
+        steps.append(f"pieces joined by {tokenizer.joiner or 'spaces'}")
     if tokenizer.lowercase:
         steps.append("lower case")
     if tokenizer.strip_accents:
