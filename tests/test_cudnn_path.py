@@ -153,12 +153,19 @@ def test_auto_takes_keras_layers_only_while_training_on_a_gpu(monkeypatch):
     assert not recurrent.uses_keras_layers("auto", True)  # no GPU here
     assert recurrent.uses_keras_layers("keras", False)
     assert not recurrent.uses_keras_layers("loop", True)
-    monkeypatch.setattr(tf.config, "list_physical_devices",
+    monkeypatch.setattr(tf.config, "list_logical_devices",
                         lambda kind=None: ["GPU:0"] if kind == "GPU" else [])
     assert recurrent.uses_keras_layers("auto", True)
+    assert recurrent.uses_keras_layers("auto", True, "float16")
+    assert not recurrent.uses_keras_layers("auto", True, "bfloat16")
     # validation, search and the export keep a graph that runs on any device
     assert not recurrent.uses_keras_layers("auto", False)
     assert not recurrent.uses_keras_layers("auto", None)
+    # an encoder asks with its training flag and compute dtype
+    asked = []
+    monkeypatch.setattr(recurrent, "uses_keras_layers", lambda *args: asked.append(args))
+    make_encoder("gru", "auto", ENCODERS[0], "mixed_float16")(SOURCES, training=True)
+    assert asked[-1] == ("auto", True, "float16")
 
 
 def test_implementation_is_validated_and_kept_in_the_config():

@@ -341,7 +341,7 @@ class LuongDecoder(AttentionDecoder):
         cell_state, _, position = self._split_state(state)
         target_mask = ops.not_equal(target_in_ids, 0)
         embedded = self.dropout_layer(self.embedding(target_in_ids), training=training)
-        if recurrent.uses_keras_layers(self.implementation, training):
+        if recurrent.uses_keras_layers(self.implementation, training, self.compute_dtype):
             outputs, _ = recurrent.run_keras(self.cell, embedded, cell_state, target_mask)
         else:
             # Padding is skipped: the input projection is computed on the real tokens

@@ -135,7 +135,7 @@ class Encoder(keras.layers.Layer):
             if self.bidirectional:
                 cells.append(self.backward_cells[index])
             initial = [cell.initial_state(batch_size) for cell in cells]
-            if recurrent.uses_keras_layers(self.implementation, training):
+            if recurrent.uses_keras_layers(self.implementation, training, self.compute_dtype):
                 sequences, finals = self._run_keras(cells, outputs, initial, source_mask, lengths)
             else:
                 sequences, finals = self._run_loop(cells, outputs, initial, source_mask, lengths)

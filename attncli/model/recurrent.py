@@ -211,13 +211,15 @@ def make_cell(kind, units, name, dtype=None):
 IMPLEMENTATIONS = ("auto", "loop", "keras")
 
 
-def uses_keras_layers(implementation, training):
+def uses_keras_layers(implementation, training, compute_dtype="float32"):
     """Whether a layer runs its recurrences with `run_keras` rather than `run`.
 
-    `"keras"` always, `"loop"` never; `"auto"` while training where TensorFlow sees
-    a GPU, so that training gets cuDNN's kernels. Everything else (validation, search,
-    the export) runs the loop, whose graph runs on any device: a graph traced with
-    cuDNN's kernels would not run on a machine without a GPU.
+    `"keras"` always, `"loop"` never; `"auto"` while training in float32 or float16
+    where TensorFlow sees a GPU (Keras's own test for cuDNN), so that training gets
+    cuDNN's kernels. Everything else runs the loop: validation, search and the
+    export, whose graph must run on any device (one traced with cuDNN's kernels
+    does not run without a GPU), and bfloat16, which cuDNN's RNN kernels are not
+    known here to take (no GPU has run them; `"keras"` forces them).
     """
     if implementation not in IMPLEMENTATIONS:
         raise ValueError(
@@ -225,7 +227,8 @@ def uses_keras_layers(implementation, training):
             f"Received: implementation={implementation!r}"
         )
     if implementation == "auto":
-        return bool(training) and bool(tf.config.list_physical_devices("GPU"))
+        return (bool(training) and compute_dtype in ("float32", "float16")
+                and bool(tf.config.list_logical_devices("GPU")))
     return implementation == "keras"
 
 
