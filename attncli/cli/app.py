@@ -294,6 +294,12 @@ def train(
     overwrite: Annotated[
         bool, typer.Option("--overwrite", help="Start the run again, replacing it.")
     ] = False,
+    init_from: Annotated[
+        Path | None,
+        typer.Option("--init-from", metavar="RUN",
+                     help="Fine-tune: start from the model RUN kept and its vocabularies "
+                     "(same model and tokenization settings); the optimizer starts fresh."),
+    ] = None,
 ):
     """Train an attention encoder-decoder; progress on stderr, summary on stdout.
 
@@ -305,7 +311,7 @@ def train(
     code = run_training(
         config_path=config, overrides=overrides or [], run_dir=run_dir, data_dir=data_dir,
         resume=resume, overwrite=overwrite, console=_stderr_console(),
-        load_tensorflow=lambda: _load_tensorflow(ctx),
+        load_tensorflow=lambda: _load_tensorflow(ctx), init_from=init_from,
     )
     raise typer.Exit(code=code)
 

@@ -21,6 +21,7 @@ from attncli.training.distribution import cluster_role
 from attncli.errors import AttncliError
 from attncli.config.run import run_config_from_mapping, load_run_config
 from attncli.config.shipped import resolve_config
+from attncli.training.init_from import check_init_from, read_record, write_record
 from attncli.training.run_directory import RunDirectory
 
 # What the shell reports for a process ended by these signals: 128 + the number.
@@ -32,7 +33,7 @@ RESUMABLE_OVERRIDES = ("training.epochs", "training.max_minutes", "training.pati
 
 
 def resolve_run(config_path, overrides, run_dir, data_dir, resume, overwrite,
-                load_tensorflow=None):
+                load_tensorflow=None, init_from=None):
     """The configuration, run directory and cluster role of a `train` call.
 
     A resumed run trains with the configuration it saved; only how long it goes on
@@ -40,6 +41,11 @@ def resolve_run(config_path, overrides, run_dir, data_dir, resume, overwrite,
     saved configuration that is no longer valid is named as the run's own file.
     A `drop_pattern` is compiled by RE2 before the run directory is made, TensorFlow
     loaded for it by `load_tensorflow` (a callable) if one is given.
+
+    `init_from` (the `--init-from` run) is checked against the new run's configuration
+    (`attncli.training.init_from.check_init_from`) before the run directory is made,
+    and recorded in it. A resumed run continues from its own checkpoint: `--init-from`
+    may then only name the run it started from.
 
     Returns:
         `(config, run, role)`: `role` is the `ClusterRole` of a multi-worker run, else
@@ -84,6 +90,8 @@ def resolve_run(config_path, overrides, run_dir, data_dir, resume, overwrite,
                 f"{role.directory(run_dir)}: no such run directory; this worker has no "
                 "checkpoints to resume from"
             )
+        if init_from is not None:
+            _check_resumed_origin(run, init_from)
         if overrides:
             save_yaml(config, run.config_path)
             run.log(f"resumed with {' '.join(overrides)}")
@@ -97,17 +105,40 @@ def resolve_run(config_path, overrides, run_dir, data_dir, resume, overwrite,
         config = dataclasses.replace(
             config, data=dataclasses.replace(config.data, directory=str(directory))
         )
+    origin = None if init_from is None else check_init_from(init_from, config)
     run_dir = run_dir or Path("runs") / config.name
     role = _role(config)
     if role is not None:
         run_dir = role.directory(run_dir)
+    if origin is not None and Path(run_dir).resolve() == origin.run:
+        raise AttncliError(
+            f"--init-from {init_from} is the run to be written; give the new run another "
+            "--run-dir (or another name)"
+        )
     run = RunDirectory.create(run_dir, overwrite=overwrite)
     try:
         save_yaml(config, run.config_path)
+        if origin is not None:
+            write_record(run, origin)
     except BaseException:
         run.discard()
         raise
     return config, run, role
+
+
+def _check_resumed_origin(run, init_from):
+    """Refuse `--init-from` with `--resume` unless it names the run `run` started from."""
+    recorded = read_record(run)
+    if recorded is None:
+        raise AttncliError(
+            f"--init-from: {run.path} did not start from another run; drop --init-from "
+            "to resume it"
+        )
+    if Path(init_from).resolve() != recorded.run:
+        raise AttncliError(
+            f"--init-from: {run.path} started from {recorded.run}, not {init_from}; "
+            "drop --init-from to resume it"
+        )
 
 
 def _check_patterns(data, load_tensorflow):
@@ -144,7 +175,7 @@ def _quiet_corpus_warnings():
 
 
 def train(*, config_path, overrides, run_dir, data_dir, resume, overwrite, console,
-          load_tensorflow=None):
+          load_tensorflow=None, init_from=None):
     """Run `attncli train`; returns the process exit code.
 
     The configuration and the run directory are checked before TensorFlow is
@@ -154,7 +185,7 @@ def train(*, config_path, overrides, run_dir, data_dir, resume, overwrite, conso
     """
     config, run, role = resolve_run(
         config_path, overrides, run_dir=run_dir, data_dir=data_dir, resume=resume,
-        overwrite=overwrite, load_tensorflow=load_tensorflow,
+        overwrite=overwrite, load_tensorflow=load_tensorflow, init_from=init_from,
     )
     _quiet_corpus_warnings()
     try:

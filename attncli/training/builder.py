@@ -6,7 +6,10 @@
 
 `build_training` does it in that order, under the run's `tf.distribute` strategy, and
 returns the parts as a `TrainingParts` for `Trainer`. Resuming restores the newest
-checkpoint that can be read (and, distributed, that every worker holds).
+checkpoint that can be read (and, distributed, that every worker holds). A run that
+starts from another run's kept model (`attncli train --init-from`, recorded in the run:
+`attncli.training.init_from`) copies that model's tokenizers instead of learning its
+own, and loads its weights into the new model; the optimizer starts fresh.
 """
 
 import contextlib
@@ -25,6 +28,7 @@ from attncli.model.footprint import check_fits_in_memory
 from attncli.model.saving import saved_metadata
 from attncli.training.checkpoint_files import checkpoint_paths, repair_index
 from attncli.training.distribution import Workers, make_strategy
+from attncli.training.init_from import read_record
 from attncli.training.steps import make_optimizer
 from attncli.training.stop_metric import StopMetric
 
@@ -86,6 +90,7 @@ class TrainingParts:
         encoded: the encoded training pairs (see `encode_pairs`).
         valid_encoded: the encoded validation pairs, not length-filtered.
         stats: the `PipelineStats` of the training batches.
+        init_from: the `InitFrom` the run started from, or None.
     """
 
     config: object
@@ -101,6 +106,7 @@ class TrainingParts:
     encoded: object
     valid_encoded: object
     stats: PipelineStats
+    init_from: object = None
 
 
 def build_training(config, run, progress, data_dir=None, resume=False, strategy=None,
@@ -140,8 +146,12 @@ def build_training(config, run, progress, data_dir=None, resume=False, strategy=
                if corpus.report is not None and corpus.report.bad_lines}
     for report in reports.values():
         progress.message(f"{report.summary()}; skipped")
-    _stage(progress, "reading the vocabularies" if resume else "learning the vocabularies")
-    source_tokenizer, target_tokenizer = prepare_tokenizers(config, run, splits, resume)
+    init_from = read_record(run)
+    _stage(progress, "reading the vocabularies" if resume or init_from
+           else "learning the vocabularies")
+    source_tokenizer, target_tokenizer = prepare_tokenizers(
+        config, run, splits, resume, init_from
+    )
     if distributed:
         workers.check_same_run(
             config, len(source_tokenizer.vocabulary), len(target_tokenizer.vocabulary),
@@ -169,9 +179,12 @@ def build_training(config, run, progress, data_dir=None, resume=False, strategy=
         if repaired:
             progress.message(repaired)
     checkpoints = tf.train.CheckpointManager(checkpoint, str(run.checkpoint_dir), max_to_keep=2)
+    restored = False
     if resume:
-        restore_checkpoint(checkpoint, workers, run, progress, position, config)
+        restored = restore_checkpoint(checkpoint, workers, run, progress, position, config)
         raise_to_kept_model(position, workers, run, config)
+    if init_from is not None and not restored:
+        load_initial_weights(model, init_from, progress)
     data = config.data
     stats = PipelineStats()
     _stage(progress, "encoding the pairs")
@@ -187,7 +200,7 @@ def build_training(config, run, progress, data_dir=None, resume=False, strategy=
         config=config, run=run, workers=workers, splits=splits,
         source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer,
         model=model, optimizer=optimizer, position=position, checkpoints=checkpoints,
-        encoded=encoded, valid_encoded=valid_encoded, stats=stats,
+        encoded=encoded, valid_encoded=valid_encoded, stats=stats, init_from=init_from,
     )
 
 
@@ -215,8 +228,9 @@ def _stage(progress, text):
         stage(text)
 
 
-def prepare_tokenizers(config, run, splits, resume):
-    """The run's tokenizers: read back on resume, else learned from the training side.
+def prepare_tokenizers(config, run, splits, resume, init_from=None):
+    """The run's tokenizers: read back on resume, else copied from the kept model of
+    `init_from` (an `InitFrom`) if given, else learned from the training side.
 
     With `data.shared_vocab` one tokenizer, its vocabulary learned from both sides'
     training text, serves both sides; it is saved under both names, so a run reads
@@ -237,6 +251,11 @@ def prepare_tokenizers(config, run, splits, resume):
                 "again with --overwrite"
             )
         return tuple(Tokenizer.load(run.path, name) for name in names)
+    if init_from is not None:
+        tokenizers = tuple(Tokenizer.load(init_from.model_dir, name) for name in names)
+        for name, tokenizer in zip(names, tokenizers):
+            tokenizer.save(run.path, name)
+        return tokenizers
     data, train = config.data, splits.train
     if data.shared_vocab:
         # The sides are tokenized alike: `DataConfig` checked it.
@@ -249,6 +268,25 @@ def prepare_tokenizers(config, run, splits, resume):
     for name, tokenizer in zip(names, tokenizers):
         tokenizer.save(run.path, name)
     return tokenizers
+
+
+def load_initial_weights(model, init_from, progress):
+    """Load the weights of `init_from`'s kept model into `model` (same architecture,
+    checked by `check_init_from`), and say what starts fresh."""
+    path = init_from.weights_path
+    try:
+        model.load_weights(str(path))
+    except Exception as error:  # noqa: BLE001  h5py and Keras fail in many ways.
+        lines = str(error).strip().splitlines()
+        raise AttncliError(
+            f"cannot read the weights {path} ({lines[0] if lines else type(error).__name__}): "
+            "the file is missing, damaged or belongs to another model; give another "
+            "--init-from, or start again with --overwrite"
+        ) from None
+    progress.message(
+        f"initialised from {init_from.describe()}: its weights and vocabularies; the "
+        "optimizer starts fresh and the learning-rate schedule at step 0"
+    )
 
 
 def learn_tokenizer(side, texts):
@@ -269,6 +307,9 @@ def restore_checkpoint(checkpoint, workers, run, progress, position, config):
     they restored the same one. Every worker takes part in the same agreements whatever
     it finds, so that a worker with nothing to restore stops with the others instead of
     leaving them waiting.
+
+    Returns:
+        Whether a checkpoint was restored (False: the run starts from the beginning).
     """
     candidates = checkpoint_paths(run.checkpoint_dir)
     newest = max(map(checkpoint_number, candidates), default=0)
@@ -299,7 +340,7 @@ def restore_checkpoint(checkpoint, workers, run, progress, position, config):
                 "with --overwrite, which replaces it"
             )
         progress.message("no checkpoint yet: starting this run from the beginning")
-        return
+        return False
     if problems:
         progress.message(f"skipped damaged checkpoint(s): {'; '.join(problems)}")
     epoch, epochs = int(position.epoch.numpy()), config.training.epochs
@@ -308,9 +349,10 @@ def restore_checkpoint(checkpoint, workers, run, progress, position, config):
             f"resuming from {restored}: the run is finished ({epoch} of {epochs} epochs "
             "trained), nothing to train (give more with --set training.epochs=N)"
         )
-        return
+        return True
     progress.message(f"resuming from {restored}: epoch {epoch + 1}, "
                      f"batch {int(position.batch.numpy())}")
+    return True
 
 
 def raise_to_kept_model(position, workers, run, config):

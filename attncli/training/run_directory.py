@@ -10,6 +10,7 @@
         train.log       what the run printed, with times
         test.json       the kept model's figures on the test split, once training ends
         test.outputs.txt    its output for each distinct test source
+        init_from.json  the kept model a fine-tuning run started from (`--init-from`)
         .writer.lock    held by the one process that trains the run (see run_lock)
 
 No TensorFlow here: opening a run to report an error must be instant.
@@ -75,6 +76,10 @@ class RunDirectory:
     def log_path(self):
         return self.path / "train.log"
 
+    @property
+    def init_from_path(self):
+        return self.path / "init_from.json"
+
     @classmethod
     def create(cls, path, overwrite=False):
         """Start a new run at `path`, as its one writer (see `lock`).
@@ -105,7 +110,7 @@ class RunDirectory:
                     "or start again with --overwrite"
                 )
             if overwrite or not run.has_progress():
-                for stale in (run.metrics_path, run.log_path):
+                for stale in (run.metrics_path, run.log_path, run.init_from_path):
                     stale.unlink(missing_ok=True)
                 shutil.rmtree(run.checkpoint_dir, ignore_errors=True)
                 shutil.rmtree(run.model_dir, ignore_errors=True)

@@ -403,5 +403,6 @@ class Trainer:
                 "decoding": self.config.decoding.to_dict(),
                 "weights": self.validator.weights_kind,
                 **figures,
+                **({} if parts.init_from is None else {"init_from": str(parts.init_from.run)}),
             },
         )

@@ -1,0 +1,181 @@
+"""Fine-tuning: a new run that starts from the model another run kept.
+
+    attncli train finetune.yaml --init-from runs/default
+
+The new run takes RUN's kept model (`RUN/model`: its weights, and its vocabularies and
+tokenizer files, copied into the new run, which learns no vocabulary of its own); its
+optimizer starts fresh and its learning-rate schedule at step 0. The new configuration
+must build the same model: every `model:` key equal to RUN's but `dropout` and
+`attention_dropout` (they shape no weight), and every tokenization and vocabulary key of
+`data:` equal (`source`, `target`, `shared_vocab`, `source_end`). Where the run came from
+is written into it (`init_from.json`, `train.log`, and the kept model's metadata), so a
+fine-tuning run that is resumed continues from its own checkpoint; only a run killed
+before its first checkpoint starts from RUN again.
+
+No TensorFlow here: the checks run before it is imported.
+"""
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+
+from attncli.config.model import ModelSettings
+from attncli.config.run import run_config_from_mapping
+from attncli.config.schema import load_yaml
+from attncli.errors import AttncliError, shown
+from attncli.files import write_json_atomically
+from attncli.model.saving import CONFIG_FILE, WEIGHTS_FILE, read_model_config
+from attncli.training.run_directory import RunDirectory
+
+# Model keys that shape no weight: fine-tuning may change them.
+FREE_MODEL_KEYS = ("dropout", "attention_dropout")
+# The data keys that decide the vocabularies and how text becomes ids.
+_DATA_KEYS = ("shared_vocab", "source_end")
+_TOKENIZER_FILES = tuple(f"{side}.{kind}" for side in ("source", "target")
+                         for kind in ("tokenizer.json", "vocab.txt"))
+
+
+@dataclasses.dataclass(frozen=True)
+class InitFrom:
+    """The kept model a run starts from.
+
+    Attributes:
+        run: the absolute path of the run it comes from.
+        model_dir: that run's kept model directory, `run/model`.
+        metadata: the kept model's metadata (its epoch and validation figures).
+    """
+
+    run: Path
+    model_dir: Path
+    metadata: dict
+
+    @property
+    def weights_path(self):
+        return self.model_dir / WEIGHTS_FILE
+
+    def describe(self):
+        """`runs/default/model (epoch 3, valid bleu 31.2)`: what the run starts from."""
+        figures = [f"epoch {self.metadata['epoch']}"] if "epoch" in self.metadata else []
+        for key in ("bleu", "chrf", "wer", "per", "valid_loss"):
+            value = self.metadata.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                figures.append(f"valid {key.removeprefix('valid_')} {value:.4g}")
+        return f"{self.model_dir}" + (f" ({', '.join(figures)})" if figures else "")
+
+    def record(self):
+        """What `init_from.json` holds: where the weights came from, and their SHA-256."""
+        digest = hashlib.sha256()
+        with open(self.weights_path, "rb") as stream:
+            for block in iter(lambda: stream.read(1 << 20), b""):
+                digest.update(block)
+        return {
+            "run": str(self.run),
+            "model": str(self.model_dir),
+            "weights_sha256": digest.hexdigest(),
+            "metadata": self.metadata,
+        }
+
+
+def check_init_from(path, config):
+    """The kept model of the run at `path`, checked against the new run's `config`.
+
+    Args:
+        path: the run directory given to `--init-from`.
+        config: the new run's `RunConfig`.
+
+    Returns:
+        An `InitFrom`.
+
+    Raises:
+        AttncliError: one line naming the missing or damaged file, or the first
+            model, tokenization or vocabulary key whose value differs from RUN's.
+    """
+    run = RunDirectory.open(path)
+    if not run.config_path.is_file():
+        raise AttncliError(
+            f"{run.config_path} is missing: --init-from needs the configuration the run "
+            "trained with, to check the new one builds the same model"
+        )
+    try:
+        saved = run_config_from_mapping(load_yaml(run.config_path))
+    except AttncliError as error:
+        raise AttncliError(f"{run.config_path} is damaged: {error}") from None
+    model_dir = run.model_dir
+    if not (model_dir / CONFIG_FILE).is_file():
+        raise AttncliError(
+            f"{model_dir / CONFIG_FILE} is missing: {run.path} has kept no model to start "
+            "from; train it until it keeps one (after its first evaluation)"
+        )
+    kept = read_model_config(model_dir)
+    for name in (WEIGHTS_FILE, *_TOKENIZER_FILES):
+        if not (model_dir / name).is_file():
+            raise AttncliError(
+                f"{model_dir / name} is missing: the kept model is incomplete; copy the run "
+                "again, or give another --init-from"
+            )
+    _check_same(
+        {key: getattr(kept["model"], key) for key in _model_keys()},
+        {key: getattr(config.model, key) for key in _model_keys()},
+        "model", model_dir / CONFIG_FILE, "fine-tuning keeps RUN's architecture",
+    )
+    if kept["source_end"] != config.data.source_end:
+        _differs("data.source_end", config.data.source_end, kept["source_end"],
+                 model_dir / CONFIG_FILE, "fine-tuning keeps RUN's vocabularies")
+    for side in ("source", "target"):
+        _check_same(
+            dataclasses.asdict(getattr(saved.data, side)),
+            dataclasses.asdict(getattr(config.data, side)),
+            f"data.{side}", run.config_path, "fine-tuning keeps RUN's vocabularies",
+        )
+    _check_same(
+        {key: getattr(saved.data, key) for key in _DATA_KEYS},
+        {key: getattr(config.data, key) for key in _DATA_KEYS},
+        "data", run.config_path, "fine-tuning keeps RUN's vocabularies",
+    )
+    return InitFrom(run=run.path.resolve(), model_dir=model_dir.resolve(),
+                    metadata=kept["metadata"])
+
+
+def _model_keys():
+    return [field.name for field in dataclasses.fields(ModelSettings)
+            if field.name not in FREE_MODEL_KEYS]
+
+
+def _check_same(theirs, ours, prefix, source, reason):
+    for key, value in theirs.items():
+        if ours[key] != value:
+            _differs(f"{prefix}.{key}", ours[key], value, source, reason)
+
+
+def _differs(key, ours, theirs, source, reason):
+    raise AttncliError(
+        f"--init-from: {key} is {shown(ours)} here but {shown(theirs)} in {source}; "
+        f"{reason}: set it as RUN has it, or train without --init-from"
+    )
+
+
+def write_record(run, init_from):
+    """Write `init_from.json` into `run` (a `RunDirectory`) and log it."""
+    write_json_atomically(run.init_from_path, init_from.record())
+    run.log(f"initialised from {init_from.describe()}")
+
+
+def read_record(run):
+    """The `InitFrom` recorded in `run`, or None for a run that started from scratch.
+
+    Raises:
+        AttncliError: when `init_from.json` is damaged.
+    """
+    path = run.init_from_path
+    if not path.exists():
+        return None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        return InitFrom(run=Path(record["run"]), model_dir=Path(record["model"]),
+                        metadata=dict(record.get("metadata") or {}))
+    except (OSError, ValueError, KeyError, TypeError):
+        raise AttncliError(
+            f"{path} is unreadable or damaged; it names the run this one started from: "
+            "put it back, or start again with --overwrite"
+        ) from None
