@@ -58,6 +58,17 @@ class TrainingConfig:
             export are read back in float32. For self-attention encoders and
             decoders only (the recurrences run in float32 only). Defaults to
             `"float32"`.
+        accumulate_steps: int >= 1, batches whose gradients make one update. The
+            gradient of each batch's summed loss is added up over `accumulate_steps`
+            batches and divided by all their target tokens, so `N` batches of `B`
+            sentences give the update of one batch of `N * B` (the loss is a mean per
+            token); it is then clipped to `clip_norm` as a whole, scaled back from the
+            loss scale under `"mixed_float16"`, and applied once. The optimizer's
+            `iterations`, and with it the schedule, the moving average,
+            `checkpoint_every`, `eval_every` and the recorded `step`, count updates;
+            progress and `log_every` count batches. Batches left over at an epoch's
+            end carry on into the next epoch; those left when the run ends are not
+            applied. One device only (`distribute: none`). Defaults to 1.
 
     The step is a `tf.function` without XLA: measured on spa-eng batches, XLA
     compiled each new batch shape in about 12 s and then ran a step 3x slower than
@@ -74,6 +85,7 @@ class TrainingConfig:
     logits_on: Literal["tokens", "all"] = "tokens"
     average_decay: float | None = None
     precision: Literal["float32", "mixed_bfloat16", "mixed_float16"] = "float32"
+    accumulate_steps: int = 1
 
     def __post_init__(self):
         if self.learning_rate <= 0:
@@ -100,6 +112,10 @@ class TrainingConfig:
             raise ValueError(
                 "label_smoothing must be in [0, 1). "
                 f"Received: label_smoothing={self.label_smoothing}"
+            )
+        if self.accumulate_steps < 1:
+            raise ValueError(
+                f"accumulate_steps must be >= 1. Received: accumulate_steps={self.accumulate_steps}"
             )
         if self.average_decay is not None and not 0.0 <= self.average_decay < 1.0:
             raise ValueError(
@@ -189,6 +205,13 @@ class LoopConfig(TrainingConfig):
                 "clipping the gradient summed over the replicas itself, does not undo: "
                 "train on one device, or with mixed_bfloat16 (no scaling). Received: "
                 f"precision={self.precision} with distribute={self.distribute}"
+            )
+        if self.accumulate_steps > 1 and self.distribute != "none":
+            raise ValueError(
+                "accumulate_steps adds up gradients on one device; a distributed run's "
+                "replicas already make each batch larger (data.batch_size is split across "
+                "them): use one or the other. Received: "
+                f"accumulate_steps={self.accumulate_steps} with distribute={self.distribute}"
             )
         if self.cpu_replicas is not None and self.distribute != "mirrored":
             raise ValueError(

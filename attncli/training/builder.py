@@ -29,7 +29,7 @@ from attncli.model.saving import saved_metadata
 from attncli.training.checkpoint_files import checkpoint_paths, repair_index
 from attncli.training.distribution import Workers, make_strategy
 from attncli.training.init_from import read_record
-from attncli.training.steps import make_optimizer
+from attncli.training.steps import GradientSums, make_optimizer
 from attncli.training.stop_metric import StopMetric
 
 
@@ -91,6 +91,8 @@ class TrainingParts:
         valid_encoded: the encoded validation pairs, not length-filtered.
         stats: the `PipelineStats` of the training batches.
         init_from: the `InitFrom` the run started from, or None.
+        gradient_sums: the `GradientSums` of `training.accumulate_steps` > 1 (in the
+            checkpoints), else None.
     """
 
     config: object
@@ -107,6 +109,7 @@ class TrainingParts:
     valid_encoded: object
     stats: PipelineStats
     init_from: object = None
+    gradient_sums: object = None
 
 
 def build_training(config, run, progress, data_dir=None, resume=False, strategy=None,
@@ -173,7 +176,15 @@ def build_training(config, run, progress, data_dir=None, resume=False, strategy=
         # The optimizer's variables must exist before a checkpoint is restored: Keras's
         # optimizer does not take the values of variables it creates later.
         optimizer.build(model.trainable_variables)
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, **position.variables())
+        sums = None
+        if training.accumulate_steps > 1:
+            sums = GradientSums(model.trainable_variables, training.accumulate_steps)
+    # The sums are checkpointed only when there are any, so that the checkpoints of
+    # runs without them keep their contents (accumulate_steps cannot change on resume).
+    extra = {} if sums is None else {"gradient_sums": sums}
+    checkpoint = tf.train.Checkpoint(
+        model=model, optimizer=optimizer, **position.variables(), **extra
+    )
     if resume:
         repaired = repair_index(run.checkpoint_dir)  # before the manager reads it
         if repaired:
@@ -201,6 +212,7 @@ def build_training(config, run, progress, data_dir=None, resume=False, strategy=
         source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer,
         model=model, optimizer=optimizer, position=position, checkpoints=checkpoints,
         encoded=encoded, valid_encoded=valid_encoded, stats=stats, init_from=init_from,
+        gradient_sums=sums,
     )
 
 

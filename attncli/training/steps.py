@@ -214,7 +214,62 @@ _BATCH_SIGNATURE = (
 )
 
 
-def make_train_step(model, optimizer, config=None):
+class GradientSums(tf.Module):
+    """The gradients of `training.accumulate_steps` batches, added up until they are applied.
+
+        sums_v  = sum over the batches b of tokens_b * dL_b/dv
+                  (L_b the batch's mean loss, times the loss scale under mixed_float16)
+        tokens  = sum over the batches of tokens_b
+        update  = sums_v / tokens, applied by the optimizer (which clips it as a whole
+                  and divides out the loss scale), then every sum is zeroed
+
+    `sums_v / tokens` is the gradient of the mean loss over all the batches' target
+    tokens: that of one batch holding them all. The variables belong to the run's
+    checkpoints, so a run interrupted between two updates resumes with what it had
+    added up.
+
+    Args:
+        variables: the trainable variables (float32, whatever the precision).
+        steps: int >= 2, the batches of one update.
+    """
+
+    def __init__(self, variables, steps):
+        super().__init__(name="gradient_sums")
+        self.steps = steps
+        # One float32 sum per weight, the shape of the weight: a dense copy, also for
+        # the embeddings, whose gradients arrive as row slices.
+        self.sums = [
+            tf.Variable(tf.zeros(v.shape, "float32"), trainable=False,
+                        name=v.path.replace("/", "_") + "_sum")
+            for v in variables
+        ]
+        self.tokens = tf.Variable(0.0, trainable=False, name="tokens")
+        self.batches = tf.Variable(0, dtype=tf.int64, trainable=False, name="batches")
+
+    def add(self, gradients, tokens):
+        """Add one batch's gradients (of its mean loss) weighted by its `tokens`."""
+        weight = tf.cast(tokens, "float32")
+        for total, gradient in zip(self.sums, gradients):
+            if isinstance(gradient, tf.IndexedSlices):
+                total.scatter_add(tf.IndexedSlices(gradient.values * weight, gradient.indices))
+            else:
+                total.assign_add(gradient * weight)
+        self.tokens.assign_add(weight)
+        self.batches.assign_add(1)
+
+    def mean(self):
+        """The gradient of the mean loss over every token added: `sums / tokens`."""
+        count = tf.maximum(self.tokens, 1.0)
+        return [total / count for total in self.sums]
+
+    def reset(self):
+        for total in self.sums:
+            total.assign(tf.zeros_like(total))
+        self.tokens.assign(0.0)
+        self.batches.assign(0)
+
+
+def make_train_step(model, optimizer, config=None, sums=None):
     """A compiled training step for `model`.
 
     Args:
@@ -222,15 +277,21 @@ def make_train_step(model, optimizer, config=None):
         optimizer: e.g. `make_optimizer(config)`.
         config: a `TrainingConfig`; its `label_smoothing` and `logits_on` are
             used. Defaults to `TrainingConfig()`.
+        sums: a `GradientSums` of the model's trainable variables, or None. With
+            it, every call adds its batch's gradient, and every `sums.steps`-th
+            call applies their mean (one update); without, every call updates.
+            Defaults to None.
 
     Returns:
-        `train_step(inputs, target_out) -> {"loss", "tokens"}`, a `tf.function`
-        over int32 batches `((source_ids, target_in_ids), target_out_ids)` of any
-        shape (traced once).
+        `train_step(inputs, target_out) -> {"loss", "tokens"}` over int32 batches
+        `((source_ids, target_in_ids), target_out_ids)` of any shape: a
+        `tf.function` (traced once), or with `sums` a function calling two.
     """
     config = config or TrainingConfig()
     variables = model.trainable_variables
     optimizer.build(variables)
+    if sums is not None:
+        return _accumulating_step(model, optimizer, config, sums)
 
     @tf.function(input_signature=_BATCH_SIGNATURE)
     def train_step(inputs, target_out):
@@ -244,6 +305,38 @@ def make_train_step(model, optimizer, config=None):
         gradients = tape.gradient(scaled_loss, variables)
         optimizer.apply_gradients(zip(gradients, variables))
         return {"loss": loss, "tokens": tokens}
+
+    return train_step
+
+
+def _accumulating_step(model, optimizer, config, sums):
+    """`make_train_step` with `GradientSums`: one update every `sums.steps` batches."""
+    variables = model.trainable_variables
+
+    @tf.function(input_signature=_BATCH_SIGNATURE)
+    def add_batch(inputs, target_out):
+        with tf.GradientTape() as tape:
+            loss, tokens = sequence_loss(
+                model, inputs, target_out, config.label_smoothing, training=True,
+                logits_on=config.logits_on,
+            )
+            scaled_loss = optimizer.scale_loss(loss)
+        gradients = tape.gradient(
+            scaled_loss, variables, unconnected_gradients=tf.UnconnectedGradients.ZERO
+        )
+        sums.add(gradients, tokens)
+        return {"loss": loss, "tokens": tokens}
+
+    @tf.function
+    def update():
+        optimizer.apply_gradients(zip(sums.mean(), variables))
+        sums.reset()
+
+    def train_step(inputs, target_out):
+        result = add_batch(inputs, target_out)
+        if int(sums.batches.numpy()) >= sums.steps:
+            update()
+        return result
 
     return train_step
 

@@ -1,7 +1,8 @@
 """The training loop: compiled steps, evaluation, checkpoints and resumption.
 
 A run never loses work. Checkpoints (model, optimizer state, and the data position:
-epoch and batch) are written every `training.checkpoint_every` steps, at the end of
+epoch and batch) are written every `training.checkpoint_every` steps (a step is an
+update of the weights: `training.accumulate_steps` batches), at the end of
 each epoch and when the run is interrupted (Ctrl-C or SIGTERM); each is complete
 before TensorFlow's checkpoint index points at it, so a process killed at any
 moment leaves a run that `--resume` continues. The best model by the validation
@@ -172,7 +173,9 @@ class Trainer:
                 self._batches(0).element_spec, self.config.training,
             )
         else:
-            self.train_step = make_train_step(self.model, self.optimizer, self.config.training)
+            self.train_step = make_train_step(
+                self.model, self.optimizer, self.config.training, parts.gradient_sums
+            )
         self.validator = Validator(parts)
         self.events = RunEvents(parts, progress, draw_attention)
 
@@ -259,6 +262,9 @@ class Trainer:
         training = self.config.training
         throughput = _Throughput()
         evaluation_due = False
+        # Checkpoints and evaluations count updates: a batch whose gradient is only
+        # added up (`training.accumulate_steps`), or skipped by the loss scale, makes none.
+        step = int(self.optimizer.iterations.numpy())
         for inputs, target_out in self._batches(epoch, skip):
             if evaluation_due:
                 # The epoch's last batch is evaluated by `_train_epoch`, as the epoch's end.
@@ -269,12 +275,15 @@ class Trainer:
             if stop > 1:
                 self.checkpoints.save()
                 raise Interrupted(stop, epoch + 1, int(self.position.batch.numpy()))
-            step = int(self.optimizer.iterations.numpy())
-            if step % training.checkpoint_every == 0:
+            step, previous = int(self.optimizer.iterations.numpy()), step
+            updated = step != previous
+            if updated and step % training.checkpoint_every == 0:
                 self.checkpoints.save()
             if stop:
                 return False, None
-            evaluation_due = bool(training.eval_every) and step % training.eval_every == 0
+            evaluation_due = (
+                updated and bool(training.eval_every) and step % training.eval_every == 0
+            )
         return True, None
 
     def _train_step(self, epoch, inputs, target_out, stopping, throughput):
