@@ -15,6 +15,7 @@ own, and loads its weights into the new model; the optimizer starts fresh.
 import contextlib
 import dataclasses
 import math
+from pathlib import Path
 
 import keras
 import tensorflow as tf
@@ -153,7 +154,7 @@ def build_training(config, run, progress, data_dir=None, resume=False, strategy=
     _stage(progress, "reading the vocabularies" if resume or init_from
            else "learning the vocabularies")
     source_tokenizer, target_tokenizer = prepare_tokenizers(
-        config, run, splits, resume, init_from
+        config, run, splits, resume, init_from, data_dir
     )
     if distributed:
         workers.check_same_run(
@@ -240,9 +241,10 @@ def _stage(progress, text):
         stage(text)
 
 
-def prepare_tokenizers(config, run, splits, resume, init_from=None):
+def prepare_tokenizers(config, run, splits, resume, init_from=None, data_dir=None):
     """The run's tokenizers: read back on resume, else copied from the kept model of
-    `init_from` (an `InitFrom`) if given, else learned from the training side.
+    `init_from` (an `InitFrom`) if given, else learned from the training side (or read
+    from the files a side names, relative to `data_dir`, else `data.directory`).
 
     With `data.shared_vocab` one tokenizer, its vocabulary learned from both sides'
     training text, serves both sides; it is saved under both names, so a run reads
@@ -269,13 +271,15 @@ def prepare_tokenizers(config, run, splits, resume, init_from=None):
             tokenizer.save(run.path, name)
         return tokenizers
     data, train = config.data, splits.train
+    base = Path(data_dir or data.directory or ".")
     if data.shared_vocab:
         # The sides are tokenized alike: `DataConfig` checked it.
-        shared = learn_tokenizer(data.source, list(train.sources) + list(train.targets))
+        shared = learn_tokenizer(data.source, list(train.sources) + list(train.targets), base)
         tokenizers = (shared, shared)
     else:
         tokenizers = (
-            learn_tokenizer(data.source, train.sources), learn_tokenizer(data.target, train.targets)
+            learn_tokenizer(data.source, train.sources, base),
+            learn_tokenizer(data.target, train.targets, base),
         )
     for name, tokenizer in zip(names, tokenizers):
         tokenizer.save(run.path, name)
@@ -301,13 +305,10 @@ def load_initial_weights(model, init_from, progress):
     )
 
 
-def learn_tokenizer(side, texts):
-    """The `Tokenizer` of `side` (a `SideConfig`) with a vocabulary learned from `texts`."""
-    tokenizer = side.tokenizer()
-    vocabulary = tokenizer.build_vocabulary(
-        texts, max_size=side.vocab_size, min_count=side.min_count
-    )
-    return tokenizer.with_vocabulary(vocabulary)
+def learn_tokenizer(side, texts, base="."):
+    """The `Tokenizer` of `side` (a `SideConfig`) with its vocabulary: learned from
+    `texts`, or read from the files the side names (relative to `base`)."""
+    return side.learn_tokenizer(texts, base)
 
 
 def restore_checkpoint(checkpoint, workers, run, progress, position, config):
