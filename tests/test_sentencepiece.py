@@ -197,6 +197,23 @@ def test_too_small_a_vocabulary_is_a_user_error(spa):
         learned(spa.sources[:500], 100)
 
 
+def test_the_words_alignments_link_are_made_of_whole_pieces():
+    from attncli.search.alignments import text_words, words
+
+    def listed(found):
+        return [(word.text, word.positions) for word in found]
+
+    # "Die Katze 我." where 我 was never seen: a space piece, then its three UTF-8 bytes.
+    tokens = ["\u2581Die", "\u2581Kat", "ze", "\u2581", "<0xE6>", "<0x88>", "<0x91>", ".", "[END]"]
+    found = words(tokens, "sentencepiece")
+    assert listed(found) == [("Die", [0]), ("Katze", [1, 2]), ("我.", [4, 5, 6, 7])]
+    assert listed(text_words("Die Katze 我.", found)) == listed(found)
+    bpe = ["Mach@@", "en", "Sie", "Haus@@", "tür", "[END]"]
+    assert listed(words(bpe, "pretokenized")) == [
+        ("Machen", [0, 1]), ("Sie", [2]), ("Haustür", [3, 4])
+    ]
+
+
 @pytest.mark.slow
 def test_a_sentencepiece_run_trains_translates_and_refuses_a_missing_model(tmp_path, spa):
     from attncli_runs import TINY, attncli, succeeds
@@ -207,13 +224,13 @@ def test_a_sentencepiece_run_trains_translates_and_refuses_a_missing_model(tmp_p
                       "--set", f"data.{side}.lowercase=false",
                       "--set", f"data.{side}.vocab_size=500"]
     succeeds(attncli("train", TINY, "--run-dir", "run", "--set", "training.epochs=1",
-                     *overrides, cwd=tmp_path))
+                     *overrides, cwd=tmp_path, timeout=900))
     run = tmp_path / "run"
     for directory in (run, run / "model"):
         for side in ("source", "target"):
             assert (directory / f"{side}.sentencepiece.model").is_file()
     lines = "Hola.\n¿Dónde  está el baño? 你好\n"
-    result = succeeds(attncli("translate", "run", cwd=tmp_path, stdin=lines))
+    result = succeeds(attncli("translate", "run", cwd=tmp_path, stdin=lines, timeout=900))
     assert len(result.stdout.splitlines()) == 2
 
     missing = attncli("train", TINY, "--run-dir", "other",

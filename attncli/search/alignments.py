@@ -12,6 +12,10 @@ and the pieces of each target word, are its tokens grouped as its tokenizer made
   tokenizer splits them).
 - `subword` level: a WordPiece piece marked `##` continues the word before it.
 - `char` level: the space token `▁` separates words and belongs to none.
+- `sentencepiece` and `pretokenized` levels: a piece that begins with `▁` begins a word
+  (a piece `▁` alone is a space and belongs to none), and in a sentence written with
+  `▁` marks the other pieces continue the word before them; a piece that ends with `@@`
+  (subword-nmt) is continued by the next. Byte pieces (`<0xE6>`) spell their character.
 
 `[END]` (and the other reserved tokens but `[UNK]`) belong to no word: the attention of
 the end-of-sentence step and the attention paid to a source's end token are left out.
@@ -42,10 +46,12 @@ source word it is linked to. It applies to word-level targets, where `[UNK]` sta
 a whole word.
 """
 
+import re
 from typing import NamedTuple
 
 import numpy as np
 
+from attncli.config.data import BPE_JOINER
 from attncli.data.tokenization import SPACE_TOKEN, SUFFIX_INDICATOR
 from attncli.data.vocabulary import RESERVED_TOKENS, UNK_TOKEN
 
@@ -83,12 +89,14 @@ def words(tokens, level):
 
     Args:
         tokens: the tokens of a sentence, as the tokenizer gave them.
-        level: `"word"`, `"subword"` or `"char"`.
+        level: `"word"`, `"subword"`, `"char"`, `"sentencepiece"` or `"pretokenized"`.
 
     Returns:
         list of `Word`: each word's text (pieces glued, `##` dropped) and its token
         positions. Reserved tokens but `[UNK]`, and `▁` at the char level, are in none.
     """
+    if level in ("sentencepiece", "pretokenized"):
+        return _piece_words(tokens)
     result = []
     joins = False  # whether the next token may continue the last word
     for position, token in enumerate(tokens):
@@ -106,6 +114,29 @@ def words(tokens, level):
             result.append(Word(token, [position]))
         joins = level in ("char", "subword")
     return result
+
+
+def _piece_words(tokens):
+    """`words` of SentencePiece or pretokenized pieces (see the module)."""
+    marked = any(token.startswith(SPACE_TOKEN) for token in tokens)
+    spelt, result = [], []  # each word's bytes, and the word with its positions
+    joins = False  # whether the next piece continues the last word
+    for position, token in enumerate(tokens):
+        if token in _NOT_WORDS or token == SPACE_TOKEN:
+            joins = False
+            continue
+        byte = re.fullmatch(r"<0x([0-9A-F]{2})>", token)
+        piece = (bytes([int(byte.group(1), 16)]) if byte
+                 else token.removeprefix(SPACE_TOKEN).removesuffix(BPE_JOINER).encode())
+        if joins and not token.startswith(SPACE_TOKEN):
+            spelt[-1] += piece
+            result[-1].positions.append(position)
+        else:
+            spelt.append(piece)
+            result.append(Word("", [position]))
+        joins = marked or token.endswith(BPE_JOINER)
+    return [Word(text.decode("utf-8", "replace"), word.positions)
+            for text, word in zip(spelt, result)]
 
 
 def text_words(text, token_words):
