@@ -86,14 +86,6 @@ def run_config_from_mapping(mapping):
             "which needs one vocabulary for both sides: set data.shared_vocab: true "
             "(or tie_embeddings: target). Received: data.shared_vocab=False"
         )
-    recurrent = [f"model.{side}={getattr(config.model, side)}" for side in ("encoder", "decoder")
-                 if getattr(config.model, side) != "self-attention"]
-    if config.training.precision != "float32" and recurrent:
-        raise ConfigError(
-            f"training.precision: {config.training.precision} needs model.encoder and "
-            "model.decoder: self-attention; the recurrent layers compute in float32 only. "
-            f"Received: {', '.join(recurrent)}"
-        )
     return config
 
 
