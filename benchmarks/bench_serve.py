@@ -2,6 +2,7 @@
 
     python -m benchmarks.bench_serve RUN [--server-cpu 0] [--client-cpu 1]
         [--sentences 2000] [--latency-requests 300] [--memory-requests 100000]
+        [--memory-only]
 
 The server (`attncli serve RUN --port 0`, default limits) runs pinned to one core
 (`taskset -c SERVER_CPU`), this process (the clients) to another; requests go over
@@ -22,11 +23,13 @@ table:
   each cost that offline process: on a machine that other work shares, the CPU ratio is
   the steadier figure (a wall-clock rate falls with the share of the core the server
   gets);
-- memory: the server's resident set (VmRSS) once ready, after 1,000 requests, after
-  10,000 and after `--memory-requests` (0 skips the two long runs), with the growth
-  since 1,000 and since 10,000 requests. (It grows by about 13 % in the first 5,000
-  requests, as new sentence lengths meet the search, then stays flat: measured every
-  8,000 requests from 9,000 to 41,000, 1447 MB each time.)
+- memory: the server's resident set (VmRSS) once ready, after 1,000 requests, then
+  after 10,000, 25,000, 50,000 and 100,000 up to `--memory-requests` (0 stops at 1,000),
+  with the growth since 1,000 and since 10,000 requests. These requests come from 64
+  clients sending one sentence each (greedy), so batches of every size and length meet
+  the search. `--memory-only` measures memory alone (no offline rate, latency or
+  throughput): on a machine with one free core, run it with the server and the clients
+  on that core.
 
 The clients speak HTTP/1.1 on raw asyncio streams, so that they cost the client core
 little next to the server's.
@@ -164,6 +167,13 @@ def resident_mb(pid):
     return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) / 1024
 
 
+def sample_memory(memory, served, pid):
+    """Appends the server's resident set after `served` requests, and says it on stderr
+    (a run stopped early still tells what it measured)."""
+    memory.append((f"after {served:,} requests", resident_mb(pid)))
+    print(f"{memory[-1][0]}: {memory[-1][1]:.0f} MB", file=sys.stderr, flush=True)
+
+
 def percentiles(times):
     ordered = sorted(times)
     return [1000 * ordered[min(len(ordered) - 1, int(p * len(ordered)))]
@@ -196,6 +206,8 @@ def main():
     parser.add_argument("--latency-requests", type=int, default=300)
     parser.add_argument("--memory-requests", type=int, default=100_000,
                         help="requests before the last memory figure; 0 skips it")
+    parser.add_argument("--memory-only", action="store_true",
+                        help="measure the server's memory alone")
     parser.add_argument("--data", type=Path, default=os.environ.get("ATTNCLI_SHARED_DATA"),
                         help="data folder of a run that reads files (not the bundled corpus)")
     parser.add_argument("--offline-rate", type=Path, help=argparse.SUPPRESS)
@@ -210,23 +222,25 @@ def main():
     (folder / "sentences.txt").write_text("\n".join(sentences) + "\n", "utf-8")
     load = os.getloadavg()
 
-    offline = json.loads(subprocess.run(
-        pinned(args.server_cpu, sys.executable, "-m", "benchmarks.bench_serve", args.run,
-               "--offline-rate", folder / "sentences.txt", "--beam", 1),
-        env=ENV, check=True, capture_output=True, text=True).stdout)
-    offline_per_second = offline["sentences"] / offline["seconds"]
-    whole = {beam: one_sentence_translate(args.run, sentences[0], beam, args.server_cpu)
-             for beam in (1, 5)}
+    if not args.memory_only:
+        offline = json.loads(subprocess.run(
+            pinned(args.server_cpu, sys.executable, "-m", "benchmarks.bench_serve", args.run,
+                   "--offline-rate", folder / "sentences.txt", "--beam", 1),
+            env=ENV, check=True, capture_output=True, text=True).stdout)
+        offline_per_second = offline["sentences"] / offline["seconds"]
+        whole = {beam: one_sentence_translate(args.run, sentences[0], beam, args.server_cpu)
+                 for beam in (1, 5)}
 
     with (folder / "server.txt").open("w") as log:
         server, host, port = start_server(args.run, args.server_cpu, log)
+    started = time.perf_counter()
+    rows = []
     try:
         memory = [("ready", resident_mb(server.pid))]
         asyncio.run(throughput(host, port, sentences[:1000], 64))
         served = 1000
-        memory.append((f"after {served:,} requests", resident_mb(server.pid)))
-        rows = []
-        for beam in (1, 5):
+        sample_memory(memory, served, server.pid)
+        for beam in () if args.memory_only else (1, 5):
             asyncio.run(latencies(host, port, sentences, beam, 20))  # trace and warm
             times = asyncio.run(latencies(host, port, sentences, beam, args.latency_requests))
             served += 20 + args.latency_requests
@@ -234,8 +248,8 @@ def main():
             rows.append(f"| latency, one sentence, {'greedy' if beam == 1 else f'beam {beam}'} "
                         f"| {p50:.1f} / {p95:.1f} / {p99:.1f} ms (p50 / p95 / p99) | "
                         f"{whole[beam]:.2f} s | {whole[beam] / (p50 / 1000):.0f}x faster |")
-        offline_cpu = 1000 * offline["cpu_seconds"] / offline["sentences"]
-        for clients in (1, 8, 64, 256):
+        for clients in () if args.memory_only else (1, 8, 64, 256):
+            offline_cpu = 1000 * offline["cpu_seconds"] / offline["sentences"]
             cpu_started = cpu_seconds(server.pid)
             rate, refused = asyncio.run(throughput(host, port, sentences, clients))
             cpu = 1000 * (cpu_seconds(server.pid) - cpu_started) / len(sentences)
@@ -246,23 +260,25 @@ def main():
                         + (f" ({refused} refused: queue full)" if refused else "") + " |")
             rows.append(f"| CPU per sentence, {clients} client{'s' if clients > 1 else ''} | "
                         f"{cpu:.2f} ms | {offline_cpu:.2f} ms | {offline_cpu / cpu:.2f}x |")
-        for goal in sorted({10_000, args.memory_requests} - {0}):
+        for goal in sorted({10_000, 25_000, 50_000, args.memory_requests} - {0}):
             if goal > args.memory_requests:
                 continue
             while served < goal:
                 asyncio.run(throughput(host, port, sentences, 64))
                 served += len(sentences)
-            memory.append((f"after {served:,} requests", resident_mb(server.pid)))
+            sample_memory(memory, served, server.pid)
     finally:
         server.terminate()
         server.wait(timeout=120)
 
     print(f"\n{args.run}: {len(sentences)} validation sentences; server on CPU "
           f"{args.server_cpu}, clients on CPU {args.client_cpu}; load average "
-          f"{load[0]:.2f} before, {os.getloadavg()[0]:.2f} after\n")
-    print("| measured | attncli serve | attncli translate | ratio |")
-    print("| --- | ---: | ---: | ---: |")
-    print("\n".join(rows))
+          f"{load[0]:.2f} before, {os.getloadavg()[0]:.2f} after; "
+          f"{time.perf_counter() - started:.0f} s from ready to the last request\n")
+    if rows:
+        print("| measured | attncli serve | attncli translate | ratio |")
+        print("| --- | ---: | ---: | ---: |")
+        print("\n".join(rows))
     bases = memory[1:3]
     print("\n| server memory (VmRSS) | MB | "
           + " | ".join(f"growth since {label[len('after '):]}" for label, _ in bases) + " |")
@@ -271,9 +287,10 @@ def main():
         growths = [f"{100 * (megabytes - base) / base:+.1f} %" if index > 1 + column else "–"
                    for column, (_, base) in enumerate(bases)]
         print(f"| {label} | {megabytes:.0f} | " + " | ".join(growths) + " |")
-    print(f"\noffline: {offline['sentences']} sentences in {offline['seconds']:.2f} s after "
-          "start-up, timed inside a process that translates them as attncli translate "
-          "--input does")
+    if not args.memory_only:
+        print(f"\noffline: {offline['sentences']} sentences in {offline['seconds']:.2f} s "
+              "after start-up, timed inside a process that translates them as attncli "
+              "translate --input does")
 
 
 if __name__ == "__main__":
