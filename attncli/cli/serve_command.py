@@ -5,8 +5,16 @@ one), then the models load and their searches trace on the batcher's thread whil
 `GET /health` answers 503; the line `serving on http://HOST:PORT` on stderr says where,
 and `ready: ...` when every model is. SIGTERM or Ctrl-C stops taking connections,
 finishes the requests in flight and exits 0. `attncli.serve.app` describes the API.
+
+TensorFlow is imported with its oneDNN kernels off (`TF_ENABLE_ONEDNN_OPTS=0`, unless
+the environment sets it): they keep a compiled primitive for every input shape they
+meet, and a server meets every batch size and source length: its resident memory would
+grow by 12-14 % over its first few thousand requests, until that cache is full. Eigen's
+kernels cost the server the same CPU time and give the same translations
+(docs/serving.md, "Memory").
 """
 
+import os
 import re
 import signal
 import socket
@@ -103,6 +111,7 @@ def serve(*, run_path, ensemble, named, host, port, token, limits, console, load
     failures = []
 
     def load():
+        os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
         load_tensorflow()
         registry.load()
 
