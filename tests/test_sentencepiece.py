@@ -192,6 +192,11 @@ def test_a_missing_or_damaged_model_file_is_named(tmp_path):
         data_paths(config, tmp_path)
 
 
+def test_a_tokenizer_without_its_model_says_so():
+    with pytest.raises(DataError, match="needs its model and vocabulary to tokenize"):
+        Tokenizer("sentencepiece").tokenize(tf.constant(["hola"]))
+
+
 def test_too_small_a_vocabulary_is_a_user_error(spa):
     with pytest.raises(DataError, match="SentencePiece cannot learn a unigram model of vocab_size=100"):
         learned(spa.sources[:500], 100)

@@ -304,9 +304,7 @@ class Tokenizer:
         if self.level == "pretokenized":
             return tf.strings.split(normalized)
         if self.level == "sentencepiece":
-            if self._sentencepiece is None:
-                self._require_vocabulary("tokenize at the sentencepiece level")
-            return self._sentencepiece.tokenize(normalized)
+            return self._require_sentencepiece("tokenize").tokenize(normalized)
         words = self.split_words(normalized)
         if self.level == "word":
             return words
@@ -321,9 +319,7 @@ class Tokenizer:
             joined = tf.strings.reduce_join(tokens, axis=-1)
             return tf.strings.regex_replace(joined, SPACE_TOKEN, " ")
         if self.level == "sentencepiece":
-            if self._sentencepiece is None:
-                self._require_vocabulary("detokenize at the sentencepiece level")
-            return self._sentencepiece.detokenize(tokens)
+            return self._require_sentencepiece("detokenize").detokenize(tokens)
         if self.level == "pretokenized":
             return _join_pieces(tokens, self.joiner)
         joined = tf.strings.reduce_join(tokens, axis=-1, separator=" ")
@@ -447,6 +443,14 @@ class Tokenizer:
                 f"vocab_size={max_size} from this text ({clipped(reason)}); change vocab_size"
             ) from None
         return model.getvalue()
+
+    def _require_sentencepiece(self, action: str):
+        if self._sentencepiece is None:
+            raise DataError(
+                f"the sentencepiece tokenizer needs its model and vocabulary to {action} "
+                "(build_vocabulary, then with_vocabulary)"
+            )
+        return self._sentencepiece
 
     def _require_vocabulary(self, action: str) -> Vocabulary:
         if self.vocabulary is None:
