@@ -50,14 +50,13 @@ class TrainingConfig:
         precision: `"float32"`; `"mixed_bfloat16"` or `"mixed_float16"`: the model
             is built under that Keras dtype policy, its layers computing in the
             half type while the weights, the optimizer, the attention scores and
-            softmax and the loss stay in float32; `"mixed_float16"` also scales the
+            softmax, the recurrent states and the loss stay in float32;
+            `"mixed_float16"` also scales the
             loss (`keras.optimizers.LossScaleOptimizer`: the scale starts at 2^15,
             halves and skips the step when a gradient is not finite, doubles after
             2,000 finite steps) so that small gradients do not vanish in float16.
             Validation runs on the model as it trains; the kept model and its
-            export are read back in float32. For self-attention encoders and
-            decoders only (the recurrences run in float32 only). Defaults to
-            `"float32"`.
+            export are read back in float32. Defaults to `"float32"`.
         accumulate_steps: int >= 1, batches whose gradients make one update. The
             gradient of each batch's summed loss is added up over `accumulate_steps`
             batches and divided by all their target tokens, so `N` batches of `B`
