@@ -15,6 +15,9 @@ import unicodedata
 import pytest
 import sacrebleu
 from attncli_process import attncli
+from typer.testing import CliRunner
+
+from attncli.cli.app import app
 
 pytestmark = pytest.mark.slow
 
@@ -61,7 +64,11 @@ def normalising_run(tmp_path_factory):
 
 
 def translate(run, *args):
-    return attncli("translate", run, *args, cwd=run.parent)
+    """`attncli translate RUN ARGS` in this process (the runs are trained by `attncli`
+    subprocesses; a translation needs no process of its own)."""
+    result = CliRunner().invoke(app, ["translate", str(run), *map(str, args)])
+    assert result.exit_code == 0, result.output
+    return result
 
 
 def tutorial_form(text):

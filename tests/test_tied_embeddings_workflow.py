@@ -1,6 +1,6 @@
 """A run with one vocabulary and one embedding matrix, as a user runs it: `python -m
-attncli train`, then translate, inspect-weights and resume; and trained on 2 mirrored CPU
-replicas, step by step as on one device."""
+attncli train`, then translate (in this process), inspect-weights and resume; and trained
+on 2 mirrored CPU replicas, step by step as on one device."""
 
 import json
 import subprocess
@@ -9,6 +9,9 @@ import sys
 import numpy as np
 import pytest
 from attncli_runs import ENV, REPO, TINY, attncli, succeeds
+from typer.testing import CliRunner
+
+from attncli.cli.app import app
 
 pytestmark = pytest.mark.slow
 
@@ -17,6 +20,14 @@ MODELS = {
     "rnn": [],
     "self-attention": ["model.encoder=self-attention", "model.decoder=self-attention"],
 }
+
+
+def translate(run, *args):
+    """`attncli translate RUN ARGS` in this process (inspect-weights and train run as
+    subprocesses here)."""
+    result = CliRunner().invoke(app, ["translate", str(run), *args])
+    assert result.exit_code == 0, result.output
+    return result
 
 
 def sets(overrides):
@@ -43,9 +54,8 @@ def test_the_run_keeps_one_vocabulary_of_both_languages_under_both_names(tied_ru
 
 def test_a_tied_run_translates_and_is_inspected(tied_run, tmp_path):
     sources = ["Tengo hambre.", "Estoy cansado.", "Hola."]
-    greedy = succeeds(attncli("translate", tied_run, *sources, cwd=tmp_path))
-    beam = succeeds(attncli("translate", tied_run, *sources, "--beam", "2", "--n-best", "2",
-                            "--format", "tsv", cwd=tmp_path))
+    greedy = translate(tied_run, *sources)
+    beam = translate(tied_run, *sources, "--beam", "2", "--n-best", "2", "--format", "tsv")
     assert len(greedy.stdout.splitlines()) == 3
     assert [line.split("\t")[:2] for line in beam.stdout.splitlines()] == [
         [str(i), str(rank)] for i in (1, 2, 3) for rank in (1, 2)

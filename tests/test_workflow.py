@@ -1,4 +1,5 @@
-"""train → translate → inspect-weights → resume, as a user runs them: subprocesses.
+"""train → translate → inspect-weights → resume, as a user runs them: subprocesses
+(translate's formats are checked in this process).
 
 The runs use `configs/tiny-test.yaml` (600 bundled pairs, a 32-unit model): seconds
 of training, enough to exercise every path.
@@ -14,8 +15,13 @@ from pathlib import Path
 
 import pytest
 from attncli_process import attncli
+from attncli_runs import train_tiny
+from built_once import built_once
 from cli_errors import one_line_error
 from shared_data import shared_data
+from typer.testing import CliRunner
+
+from attncli.cli.app import app
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "configs" / "tiny-test.yaml"
@@ -108,22 +114,28 @@ def test_translate_is_line_aligned_from_arguments_file_and_stdin(trained):
     assert stdin.stdout.splitlines() == from_args
 
 
+def translate(run, *args):
+    """`attncli translate RUN ARGS` in this process, for what is not about the process."""
+    result = CliRunner().invoke(app, ["translate", str(run), *map(str, args)])
+    assert result.exit_code == 0, result.output
+    return result
+
+
 def test_translate_formats_nbest_and_reference(trained):
     work, run, _ = trained
-    as_json = attncli("translate", run, "Tengo un gato.", "--format", "json", "--beam", "3",
-                      "--n-best", "2", cwd=work)
+    as_json = translate(run, "Tengo un gato.", "--format", "json", "--beam", "3", "--n-best", "2")
     [record] = [json.loads(line) for line in as_json.stdout.splitlines()]
     assert len(record["hypotheses"]) == 2
     best = record["hypotheses"][0]
     assert best["score"] >= record["hypotheses"][1]["score"]
     assert len(best["weights"]) == len(best["tokens"])
     assert all(len(row) == len(record["source_tokens"]) for row in best["weights"])
-    tsv = attncli("translate", run, "Hola.", "--format", "tsv", "--n-best", "2", "--beam", "2",
-                  cwd=work).stdout.splitlines()
+    tsv = translate(run, "Hola.", "--format", "tsv", "--n-best", "2", "--beam", "2"
+                    ).stdout.splitlines()
     assert [row.split("\t")[:2] for row in tsv] == [["1", "1"], ["1", "2"]]
     reference = work / "reference.txt"
     reference.write_text("I have a cat.\n", encoding="utf-8")
-    scored = attncli("translate", run, "Tengo un gato.", "--reference", reference, cwd=work)
+    scored = translate(run, "Tengo un gato.", "--reference", reference)
     assert "BLEU" in scored.stderr and "chrF" in scored.stderr
     assert len(scored.stdout.splitlines()) == 1
 
@@ -204,11 +216,13 @@ def test_sigterm_writes_a_checkpoint_and_says_how_to_resume(tmp_path):
     assert (tmp_path / "runs/stopped/checkpoints/checkpoint").exists()
 
 
-def test_same_seed_same_run(tmp_path):
+def test_same_seed_same_run(tmp_path_factory, tmp_path):
+    """A second process trains the tiny run of one epoch the session trained once."""
+    first = built_once(tmp_path_factory, "tiny-one-epoch", train_tiny) / "run"
+    attncli("train", TINY, "--run-dir", "again", "--set", "training.epochs=1", cwd=tmp_path)
     losses = []
-    for name in ("a", "b"):
-        attncli("train", TINY, "--run-dir", name, "--set", "training.epochs=1", cwd=tmp_path)
-        record = json.loads((tmp_path / name / "metrics.jsonl").read_text().splitlines()[0])
+    for run in (first, tmp_path / "again"):
+        record = json.loads((run / "metrics.jsonl").read_text().splitlines()[0])
         losses.append((record["train_loss"], record["valid_loss"], record["bleu"]))
     assert losses[0] == losses[1]
 
