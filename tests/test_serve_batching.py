@@ -142,6 +142,9 @@ class FakeModel:
     def search(self, beam=None, alpha=None, n_best=None):
         return (beam, alpha, n_best)
 
+    def decoding(self, beam=None, alpha=None, n_best=None, *unused):
+        return (beam, alpha, n_best)
+
     def measure(self, search, requests):
         return [[1] * len(texts) for texts in requests]
 

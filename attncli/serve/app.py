@@ -132,7 +132,8 @@ def create_app(registry, limits, token=None, load=None, on_loaded=None):
         ready()
         body = schemas.parse(schemas.TranslateRequest, await _read_json(request, limits))
         model = registry.get(body.model)
-        search = model.search(body.beam, body.alpha, body.n_best)
+        search = model.decoding(body.beam, body.alpha, body.n_best, body.prefix, body.sampling,
+                                body.temperature, body.seed)
         if len(body.texts) > limits.max_texts:
             raise RequestError(413, f"{len(body.texts)} texts in one request; at most "
                                f"{limits.max_texts} (--max-texts)")

@@ -3,8 +3,9 @@
 A `ServedModel` is one name: a run, or an ensemble of runs (`load_ensemble`, as
 `attncli translate --ensemble` loads them). A search is the run's decoding settings
 with a request's `beam`, `alpha` and `n_best` applied, as `attncli translate` applies
-its options; each search (with or without attention weights) has its own `Translator`,
-traced on its first batch. The run's own search and greedy search are traced when the
+its options; a translation request's `Decoding` adds its prefix and its sampling and
+seed. Each search and sampling (with or without attention weights) has its own
+`Translator`, traced on its first batch; prefixes and seeds are its inputs. The run's own search and greedy search are traced when the
 server starts; others when first asked for, kept for the next requests (the eight last
 used, beside those two).
 
@@ -14,7 +15,9 @@ Every method that runs TensorFlow is called on the batcher's worker thread.
 import collections
 import dataclasses
 import math
+from typing import NamedTuple
 
+from attncli.config.search import MAX_SEED, SearchConfig, Sampling
 from attncli.errors import shown
 from attncli.serve.limits import RequestError
 
@@ -33,6 +36,37 @@ class TextTooLong(Exception):
     def __init__(self, position, tokens, longest):
         super().__init__(position, tokens, longest)
         self.position, self.tokens, self.longest = position, tokens, longest
+
+
+class Decoding(NamedTuple):
+    """How a translation request is decoded (hashable: the batcher merges requests by it).
+
+    Attributes:
+        search: the `SearchConfig`.
+        sampling: a `Sampling` drawing the translations instead, or None.
+        prefix: what every translation of the request begins with ("" for nothing).
+        seed: the sampling's seed.
+    """
+
+    search: SearchConfig
+    sampling: Sampling | None = None
+    prefix: str = ""
+    seed: int = 0
+
+    def to_dict(self):
+        """The search's settings, and the prefix and sampling when asked for."""
+        settings = self.search.to_dict()
+        if self.prefix:
+            settings["prefix"] = self.prefix
+        if self.sampling is not None:
+            settings.update(sampling=str(self.sampling), temperature=self.sampling.temperature,
+                            samples=self.sampling.samples, seed=self.seed)
+        return settings
+
+
+def decoding_of(setting):
+    """A `Decoding` of a `SearchConfig` (nothing more asked) or of a `Decoding`."""
+    return setting if isinstance(setting, Decoding) else Decoding(setting)
 
 
 class ServedModel:
@@ -88,6 +122,35 @@ class ServedModel:
             message = str(error).replace("beam_size", "beam")
             raise RequestError(422, message) from None
 
+    def decoding(self, beam=None, alpha=None, n_best=None, prefix=None, sampling=None,
+                 temperature=None, seed=None):
+        """A translation request's `Decoding`: its search (`search`), its prefix, and its
+        sampling as `attncli translate --sampling` makes it (`n_best` samples per text,
+        no beam).
+
+        Raises:
+            RequestError: 422 for settings that do not go together or a bad value.
+        """
+        if sampling is None:
+            for name, value in (("temperature", temperature), ("seed", seed)):
+                if value is not None:
+                    raise RequestError(422, f"{name} applies to sampling: add \"sampling\": "
+                                       "\"random\" (or \"topk:K\", \"topp:P\"), or drop it")
+            return Decoding(self.search(beam, alpha, n_best), prefix=prefix or "")
+        if beam is not None and beam != 1:
+            raise RequestError(422, f"beam {beam} and sampling: sampling draws each "
+                               "translation on its own, without a beam; drop beam (n_best N "
+                               "draws N translations per text)")
+        if seed is not None and not 0 <= seed <= MAX_SEED:
+            raise RequestError(422, f"seed must be in [0, 2**63 - 1]. Received: seed={seed}")
+        try:
+            drawing = Sampling.parse(sampling, 1.0 if temperature is None else temperature,
+                                     1 if n_best is None else n_best)
+        except ValueError as error:
+            message = str(error).replace("Received: samples=", "Received: n_best=")
+            raise RequestError(422, message.replace("samples must", "n_best must")) from None
+        return Decoding(self.search(1, alpha, 1), drawing, prefix or "", seed or 0)
+
     def start(self):
         """Trace the run's search and greedy search (without attention weights)."""
         for search in (self.defaults, self.greedy):
@@ -97,26 +160,52 @@ class ServedModel:
         self.measure(self.defaults, [["."]])
 
     def translator(self, search, weights):
-        """The `Translator` of `search` (with attention weights if `weights`)."""
-        if not weights and search in self._started:
+        """The `Translator` of `search` (a `SearchConfig` or a `Decoding`: its search and
+        sampling), with attention weights if `weights`."""
+        search, sampling = decoding_of(search)[:2]
+        if not weights and sampling is None and search in self._started:
             return self._started[search]
-        key = (search, weights)
+        key = (search, sampling, weights)
         if key in self._translators:
             self._translators.move_to_end(key)
         else:
-            self._translators[key] = self._translator(search, weights)
+            self._translators[key] = self._translator(search, weights, sampling)
             if len(self._translators) > KEPT_TRANSLATORS:
                 self._translators.popitem(last=False)
         return self._translators[key]
 
-    def _translator(self, search, weights):
-        return self.loaded.translator(search, attention_weights=weights)
+    def _translator(self, search, weights, sampling=None):
+        return self.loaded.translator(search, attention_weights=weights, sampling=sampling)
 
     def measure(self, search, requests):
         """The cost of each text of each request (a list of lists of texts) for the
-        batch budget: its source tokens times the beam; for a request with a text whose
-        search may emit more than `max_output_tokens` tokens, a `TextTooLong` instead."""
+        batch budget: its source tokens times the beam (or the samples drawn); for a
+        request with a text whose search may emit more than `max_output_tokens` tokens,
+        a `TextTooLong` instead, and for one whose prefix cannot be forced, a
+        `RequestError` (422). `search` is a `SearchConfig` or a `Decoding`."""
         import tensorflow as tf
+
+        from attncli.search.translation import PrefixError
+
+        decoding = decoding_of(search)
+        if decoding.prefix:
+            checked = []
+            for request in requests:
+                try:
+                    self.translator(decoding, False).check_prefixes(
+                        request, [decoding.prefix] * len(request))
+                    checked.append(request)
+                except PrefixError as error:
+                    checked.append(RequestError(422, f"prefix: {error}"))
+            if all(isinstance(item, Exception) for item in checked):
+                return checked
+            measured = iter(self.measure(decoding._replace(prefix=""), [
+                request for request in checked if not isinstance(request, Exception)]))
+            return [item if isinstance(item, Exception) else next(measured)
+                    for item in checked]
+        search = decoding.search
+        drawing = decoding.sampling
+        copies = search.beam_size if drawing is None else drawing.samples
 
         if self._source_lengths is None:
             # One graph, traced once: eager tokenization costs ten times as much.
@@ -129,20 +218,25 @@ class ServedModel:
         lengths = (lengths + int(self.loaded.source_end)).tolist()
         measured, start = [], 0
         for request in requests:
-            measured.append(self._costs(search, lengths[start : start + len(request)]))
+            measured.append(self._costs(search, copies, lengths[start : start + len(request)]))
             start += len(request)
         return measured
 
-    def _costs(self, search, lengths):
+    def _costs(self, search, copies, lengths):
         for position, length in enumerate(lengths):
             longest = math.ceil(search.max_length_ratio * length) + search.max_length_offset
             if longest > self.limits.max_output_tokens:
                 return TextTooLong(position, length, longest)
-        return [max(length, 1) * search.beam_size for length in lengths]
+        return [max(length, 1) * copies for length in lengths]
 
     def translate(self, search, weights, texts):
-        """The `Translation` of each text, in one batch."""
-        return self.translator(search, weights).translate(texts, batch_size=TRANSLATE_BATCH)
+        """The `Translation` of each text, in one batch (`search`: a `SearchConfig` or a
+        `Decoding`, whose prefix and seed every text gets)."""
+        decoding = decoding_of(search)
+        return self.translator(decoding, weights).translate(
+            texts, batch_size=TRANSLATE_BATCH, prefixes=[decoding.prefix] * len(texts),
+            seeds=[decoding.seed] * len(texts),
+        )
 
     def inspect(self, text, search):
         """The `SentenceView` of `text`'s best translation (kept for `step`).

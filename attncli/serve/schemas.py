@@ -35,6 +35,16 @@ class TranslateRequest(Strict):
                              "(Pharaoh `i-j` pairs) and the words it counts.")
     attention: bool = Field(False, description="Add the attention weights (output tokens "
                             "x source tokens) and the tokens.")
+    prefix: str | None = Field(None, description="Every translation begins with this text "
+                               "(tokenized as the target side, its tokens forced, then the "
+                               "search goes on), as attncli translate --prefix.")
+    sampling: str | None = Field(None, description="random, topk:K or topp:P: draw each "
+                                 "translation at random instead of searching (no beam; "
+                                 "n_best draws that many), as attncli translate --sampling.")
+    temperature: float | None = Field(None, description="Sampling's temperature; 1 if "
+                                      "absent.")
+    seed: int | None = Field(None, description="Sampling's seed, in [0, 2**63 - 1]; the same "
+                             "seed draws the same translations. 0 if absent.")
 
 
 class InspectRequest(Strict):
