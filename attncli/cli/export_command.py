@@ -7,9 +7,9 @@ The SavedModel (`attncli.search.serving`) translates strings to strings with a
 sentence; the beam's width, alpha, n-best and maximum length are the run's decoding
 settings unless `--beam`, `--alpha` or `--n-best` change them, as in `attncli
 translate`, and the sampling is `--sampling` and `--temperature`'s (the whole
-distribution at temperature 1 by default); with `--ensemble OTHER_RUN` (repeatable) the graph decodes RUN and
-the other runs as one ensemble, as `attncli translate --ensemble` does. DIR must be new
-or empty: the export is written into a temporary directory beside it and takes its name
+distribution at temperature 1 by default); with `--ensemble OTHER_RUN` (repeatable) the
+graph decodes RUN and the other runs as one ensemble, as `attncli translate --ensemble`
+does. DIR must be new or empty: the export is written into a temporary directory beside it and takes its name
 with one rename once it has passed its check, so DIR never holds half an export and
 nothing of the user's is ever replaced.
 

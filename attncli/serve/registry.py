@@ -5,9 +5,9 @@ A `ServedModel` is one name: a run, or an ensemble of runs (`load_ensemble`, as
 with a request's `beam`, `alpha` and `n_best` applied, as `attncli translate` applies
 its options; a translation request's `Decoding` adds its prefix and its sampling and
 seed. Each search and sampling (with or without attention weights) has its own
-`Translator`, traced on its first batch; prefixes and seeds are its inputs. The run's own search and greedy search are traced when the
-server starts; others when first asked for, kept for the next requests (the eight last
-used, beside those two).
+`Translator`, traced on its first batch; prefixes and seeds are its inputs. The run's
+own search and greedy search are traced when the server starts; others when first asked
+for, kept for the next requests (the eight last used, beside those two).
 
 Every method that runs TensorFlow is called on the batcher's worker thread.
 """
