@@ -220,6 +220,41 @@ def test_the_words_alignments_link_are_made_of_whole_pieces():
 
 
 @pytest.mark.slow
+def test_a_saved_model_runs_each_side_with_its_own_model(tmp_path, spa):
+    import subprocess
+    import sys
+
+    source, target = learned(spa.sources[:2000], 400), learned(spa.targets[:2000], 400)
+    module = tf.Module()
+    module.trackables = source.trackables + target.trackables
+    module.pieces = tf.function(
+        lambda texts: (source.tokenize(texts).to_tensor(), target.tokenize(texts).to_tensor()),
+        input_signature=[tf.TensorSpec([None], tf.string)],
+    )
+    tf.saved_model.save(module, str(tmp_path / "saved"))
+    line = "¿Dónde está el baño? Where is the bathroom?"
+    # A fresh process, as a server loads an export: tensorflow-text's own resources
+    # were restored under one name there, and both sides ran the source's model.
+    code = (
+        "import sys, json, tensorflow as tf, tensorflow_text\n"
+        "m = tf.saved_model.load(sys.argv[1])\n"
+        "a, b = m.pieces(tf.constant([sys.argv[2]]))\n"
+        "print(json.dumps([[p.decode() for p in t[0] if p] for t in (a.numpy(), b.numpy())]))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code, str(tmp_path / "saved"), line],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    import json
+
+    expected = [
+        sentencepiece.SentencePieceProcessor(model_proto=side.sentencepiece_model).encode(
+            line, out_type=str) for side in (source, target)
+    ]
+    assert expected[0] != expected[1]
+    assert json.loads(result.stdout.splitlines()[-1]) == expected
+
+
+@pytest.mark.slow
 def test_a_sentencepiece_run_trains_translates_and_refuses_a_missing_model(tmp_path, spa):
     from attncli_runs import TINY, attncli, succeeds
 

@@ -33,6 +33,7 @@ and no spaces next to Chinese or Japanese characters. BLEU is computed on this t
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import os
@@ -43,6 +44,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 import tensorflow_text as text
+from tensorflow_text.python.ops.sentencepiece_tokenizer import gen_sentencepiece_tokenizer
 from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
 
 from attncli.config.data import BPE_JOINER, check_level_options
@@ -193,9 +195,7 @@ class Tokenizer:
             # The op logs one line of its own on stderr when a model has no normalisation
             # rule (the identity one learned models have): not for the user to read.
             with _quiet_stderr(), tf.init_scope():
-                self._sentencepiece = text.SentencepieceTokenizer(
-                    sentencepiece_model, out_type=tf.string
-                )
+                self._sentencepiece = _SentencepieceTokenizer(sentencepiece_model)
 
     @property
     def trackables(self) -> list:
@@ -456,6 +456,36 @@ class Tokenizer:
         if self.vocabulary is None:
             raise DataError(f"the {self.level} tokenizer needs a vocabulary to {action}")
         return self.vocabulary
+
+
+class _SentencepieceModel(tf.saved_model.experimental.TrackableResource):
+    """A SentencePiece model as a TensorFlow resource named after its content.
+
+    tensorflow-text names its own by a counter of the graph that creates it
+    (`_0_SentencepieceOp`): a SavedModel restores the source's and the target's under that
+    one name, and the second side then runs the first side's model (measured: the target
+    tokenized with the source's pieces). Named by the model's SHA-256, two models never
+    share a resource, and the same model may.
+    """
+
+    def __init__(self, model: bytes):
+        super().__init__()
+        self._model = model
+        self._shared_name = "attncli_sentencepiece_" + hashlib.sha256(model).hexdigest()
+        _ = self.resource_handle  # created now, as tensorflow-text's own is
+
+    def _create_resource(self):
+        return gen_sentencepiece_tokenizer.sentencepiece_op(
+            model=self._model, shared_name=self._shared_name
+        )
+
+
+class _SentencepieceTokenizer(text.SentencepieceTokenizer):
+    """tensorflow-text's tokenizer (pieces as strings) on a `_SentencepieceModel`."""
+
+    def __init__(self, model: bytes):
+        super().__init__(model, out_type=tf.string)
+        self._model_resource = _SentencepieceModel(model)
 
 
 def sentencepiece_vocabulary(model: bytes) -> Vocabulary:
