@@ -153,7 +153,7 @@ def test_damaged_weights_are_named(trained, tmp_path):
     assert result.returncode == 2
     [line] = result.stderr.strip().splitlines()[-1:]
     weights = (run / "model" / "model.weights.h5").resolve()
-    assert line.startswith(f"cannot read the weights {weights}")
+    assert line.startswith(f"Error: cannot read the weights {weights} (")
     assert not (tmp_path / "ft").exists()
 
 
