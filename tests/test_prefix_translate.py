@@ -121,7 +121,7 @@ def test_translate_prefix_and_prefix_file(model_directory, tmp_path, parts):
     (["--sampling", "random", "--beam", "3"], "--beam 3 and --sampling: sampling draws each "
                                                "translation on its own"),
     (["--sampling", "random", "--n-best", "101"], "--n-best must be in [1, 100]"),
-    (["--sampling", "random", "--temperature", "0"], "temperature must be a number in (0, 100]"),
+    (["--sampling", "random", "--temperature", "0"], "temperature must be a number in [0.001, 100]"),
     (["--sampling", "random", "--seed", "-1"], "--seed must be in [0, 2**63 - 1]"),
     (["--temperature", "0.5"], "--temperature applies to sampling"),
     (["--seed", "3"], "--seed applies to sampling"),

@@ -147,3 +147,18 @@ def test_references_are_scored_as_joined_text():
         "Machen Sie das", "Haustür",
     ]
     assert "pieces joined by @@" in reference_form(tokenizer)
+
+
+def test_a_reserved_token_in_a_prefix_is_forced_as_unknown_not_read_as_padding():
+    # The export's prefix inputs are not checked one by one: a pretokenized "[PAD]" keeps
+    # its id 0 through the lookup, which the search reads as "nothing forced here".
+    from types import SimpleNamespace
+
+    from attncli.search.translation import Translator, _lookup_table
+
+    tokenizer = learned(["a b c"], None)
+    tokens = tokenizer.vocabulary.tokens
+    stand_in = SimpleNamespace(target_tokenizer=tokenizer, target_table=_lookup_table(tokens))
+    ids = Translator.prefix_ids(stand_in, tf.constant(["a [PAD] b", "[START] c [END]", ""]))
+    a, b, c = (tokens.index(token) for token in "abc")
+    assert ids.numpy().tolist() == [[a, UNK, b], [UNK, c, UNK], [0, 0, 0]]

@@ -188,7 +188,8 @@ def test_bad_sampling_is_refused_in_one_line(text):
 
 
 @pytest.mark.parametrize("options, message", [
-    ({"temperature": 0.0}, "temperature must be a number in (0, 100]"),
+    ({"temperature": 0.0}, "temperature must be a number in [0.001, 100]"),
+    ({"temperature": 1e-300}, "temperature must be a number in [0.001, 100]"),
     ({"temperature": math.inf}, "temperature"),
     ({"samples": 0}, "samples must be in [1, 100]"),
     ({"samples": 101}, "samples must be in [1, 100]"),

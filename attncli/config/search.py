@@ -12,6 +12,7 @@ MAX_LENGTH_OFFSET = 100_000
 
 SAMPLING_METHODS = ("random", "topk", "topp")
 MAX_SAMPLES = 100  # translations drawn per sentence
+MIN_TEMPERATURE = 0.001  # below it, logit / T overflows float64 for large logits
 MAX_TEMPERATURE = 100.0
 MAX_SEED = 2**63 - 1
 
@@ -121,7 +122,7 @@ class Sampling:
         method: `"random"`, `"topk"` or `"topp"`. Defaults to `"random"`.
         top_k: int >= 1 for `topk`, None otherwise.
         top_p: float in (0, 1] for `topp`, None otherwise.
-        temperature: float in (0, 100]; 1 is the model's own distribution, lower sharpens
+        temperature: float in [0.001, 100]; 1 is the model's own distribution, lower sharpens
             it, higher flattens it. Defaults to 1.0.
         samples: int in [1, 100], translations drawn per sentence. Defaults to 1.
     """
@@ -148,9 +149,10 @@ class Sampling:
             raise ValueError(f"topk:K needs an integer K >= 1. Received: K={self.top_k}")
         if self.top_p is not None and not 0 < self.top_p <= 1:
             raise ValueError(f"topp:P needs a number P in (0, 1]. Received: P={self.top_p}")
-        if not (math.isfinite(self.temperature) and 0 < self.temperature <= MAX_TEMPERATURE):
+        if not (math.isfinite(self.temperature)
+                and MIN_TEMPERATURE <= self.temperature <= MAX_TEMPERATURE):
             raise ValueError(
-                f"temperature must be a number in (0, {MAX_TEMPERATURE:g}]. "
+                f"temperature must be a number in [{MIN_TEMPERATURE:g}, {MAX_TEMPERATURE:g}]. "
                 f"Received: temperature={self.temperature}"
             )
         if not 1 <= self.samples <= MAX_SAMPLES:

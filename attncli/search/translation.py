@@ -148,8 +148,14 @@ class Translator:
         token or a reserved one); a blank prefix is a row of padding (nothing forced)."""
         ids = tf.ragged.map_flat_values(
             self.target_table.lookup, self.target_tokenizer.tokenize(prefixes)
+        )
+        # Reserved tokens become [UNK] before padding, so a `[PAD]` written in a prefix is
+        # not read as the end of what is forced.
+        reserved = (ids.flat_values == PAD) | (ids.flat_values == START) | (
+            ids.flat_values == END)
+        return ids.with_flat_values(
+            tf.where(reserved, tf.cast(UNK, ids.dtype), ids.flat_values)
         ).to_tensor(PAD)
-        return tf.where((ids == START) | (ids == END), UNK, ids)
 
     def _translate_graph(self, texts, prefixes, seeds):
         source_tokens, source_ids = self.source_ids(texts)

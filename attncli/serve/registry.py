@@ -141,6 +141,10 @@ class ServedModel:
             raise RequestError(422, f"beam {beam} and sampling: sampling draws each "
                                "translation on its own, without a beam; drop beam (n_best N "
                                "draws N translations per text)")
+        if n_best is not None and not 1 <= n_best <= self.limits.max_beam:
+            # Each draw is a row of the batch, as each hypothesis of a beam is.
+            raise RequestError(422, f"n_best must be in [1, {self.limits.max_beam}] "
+                               f"(--max-beam) with sampling. Received: n_best={n_best}")
         if seed is not None and not 0 <= seed <= MAX_SEED:
             raise RequestError(422, f"seed must be in [0, 2**63 - 1]. Received: seed={seed}")
         try:
