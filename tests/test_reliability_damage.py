@@ -42,8 +42,8 @@ def test_a_truncated_vocabulary_is_named(run, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("setting, problem", [
-    ({"level": "words"}, "tokenizer level must be one of char, word, subword. "
-                         "Received: level='words'"),
+    ({"level": "words"}, "tokenizer level must be one of char, word, subword, "
+                         "sentencepiece, pretokenized. Received: level='words'"),
     ({"drop_pattern": "["}, "drop_pattern is not an RE2 pattern ("),
     ({"drop_pattern": 3}, "drop_pattern must be a string. Received: drop_pattern=3"),
     ({"lowercase": "yes"}, "lowercase must be true or false"),
