@@ -37,6 +37,19 @@ class ModelFileError(AttncliError):
     """A model directory that is missing, incomplete or of another format."""
 
 
+def load_weights(model, path, advice, error=ModelFileError):
+    """`model.load_weights(path)`, a failure raised as one line: `error` naming `path`, the
+    first line of what h5py or Keras said, then `advice` (what the user can do)."""
+    try:
+        model.load_weights(str(path))
+    except Exception as failure:  # noqa: BLE001  h5py and Keras fail in many ways.
+        lines = str(failure).strip().splitlines()
+        raise error(
+            f"cannot read the weights {path} ({lines[0] if lines else type(failure).__name__}"
+            f"): {advice}"
+        ) from None
+
+
 def save_model(
     directory, model, source_tokenizer, target_tokenizer, *, source_end=False, metadata=None
 ):

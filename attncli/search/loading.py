@@ -13,7 +13,9 @@ from typing import NamedTuple
 
 from attncli.config.schema import ConfigError, from_mapping
 from attncli.config.search import SearchConfig
-from attncli.model.saving import CONFIG_FILE, WEIGHTS_FILE, ModelFileError, read_model_config
+from attncli.model.saving import (
+    CONFIG_FILE, WEIGHTS_FILE, ModelFileError, load_weights, read_model_config,
+)
 
 
 class LoadedModel(NamedTuple):
@@ -80,15 +82,8 @@ def load_model(directory):
                 "another's: copy it whole from its run"
             )
     model = Seq2Seq(model_config)
-    try:
-        model.load_weights(str(weights_path))
-    except Exception as error:  # noqa: BLE001  h5py and Keras fail in many ways.
-        lines = str(error).strip().splitlines()
-        raise ModelFileError(
-            f"cannot read the weights {weights_path} ({lines[0] if lines else type(error).__name__}"
-            "): the file is damaged or belongs to another model; copy the model directory "
-            "again, or train the run again"
-        ) from None
+    load_weights(model, weights_path, "the file is damaged or belongs to another model; copy "
+                 "the model directory again, or train the run again")
     return LoadedModel(
         model=model,
         source_tokenizer=source_tokenizer,

@@ -26,7 +26,7 @@ from attncli.data.tokenization import Tokenizer
 from attncli.errors import AttncliError
 from attncli.model.encoder_decoder import Seq2Seq
 from attncli.model.footprint import check_fits_in_memory
-from attncli.model.saving import saved_metadata
+from attncli.model.saving import load_weights, saved_metadata
 from attncli.training.checkpoint_files import checkpoint_paths, repair_index
 from attncli.training.distribution import Workers, make_strategy
 from attncli.training.init_from import read_record
@@ -289,16 +289,9 @@ def prepare_tokenizers(config, run, splits, resume, init_from=None, data_dir=Non
 def load_initial_weights(model, init_from, progress):
     """Load the weights of `init_from`'s kept model into `model` (same architecture,
     checked by `check_init_from`), and say what starts fresh."""
-    path = init_from.weights_path
-    try:
-        model.load_weights(str(path))
-    except Exception as error:  # noqa: BLE001  h5py and Keras fail in many ways.
-        lines = str(error).strip().splitlines()
-        raise AttncliError(
-            f"cannot read the weights {path} ({lines[0] if lines else type(error).__name__}): "
-            "the file is missing, damaged or belongs to another model; give another "
-            "--init-from, or start again with --overwrite"
-        ) from None
+    load_weights(model, init_from.weights_path, "the file is missing, damaged or belongs to "
+                 "another model; give another --init-from, or start again with --overwrite",
+                 error=AttncliError)
     progress.message(
         f"initialised from {init_from.describe()}: its weights and vocabularies; the "
         "optimizer starts fresh and the learning-rate schedule at step 0"
