@@ -56,7 +56,11 @@ class TrainingConfig:
             halves and skips the step when a gradient is not finite, doubles after
             2,000 finite steps) so that small gradients do not vanish in float16.
             Validation runs on the model as it trains; the kept model and its
-            export are read back in float32. Defaults to `"float32"`.
+            export are read back in float32. `"auto"`: `"mixed_bfloat16"` where this
+            machine computes bfloat16 in hardware (no GPU training, oneDNN on, and a
+            CPU with AMX-BF16 or AVX512-BF16), else `"float32"` (elsewhere bfloat16 is
+            emulated and slower than float32); the run's summary says which it became.
+            Defaults to `"float32"`.
         accumulate_steps: int >= 1, batches whose gradients make one update. The
             gradient of each batch's summed loss is added up over `accumulate_steps`
             batches and divided by all their target tokens, so `N` batches of `B`
@@ -83,7 +87,7 @@ class TrainingConfig:
     label_smoothing: float = 0.1
     logits_on: Literal["tokens", "all"] = "tokens"
     average_decay: float | None = None
-    precision: Literal["float32", "mixed_bfloat16", "mixed_float16"] = "float32"
+    precision: Literal["float32", "mixed_bfloat16", "mixed_float16", "auto"] = "float32"
     accumulate_steps: int = 1
 
     def __post_init__(self):

@@ -30,6 +30,7 @@ from attncli.model.saving import load_weights, saved_metadata
 from attncli.training.checkpoint_files import checkpoint_paths, repair_index
 from attncli.training.distribution import Workers, make_strategy
 from attncli.training.init_from import read_record
+from attncli.training.precision import resolve as resolve_precision
 from attncli.training.steps import GradientSums, make_optimizer
 from attncli.training.stop_metric import StopMetric
 
@@ -141,6 +142,14 @@ def build_training(config, run, progress, data_dir=None, resume=False, strategy=
     distributed = training.distribute != "none"
     strategy = strategy or make_strategy(training.distribute, training.cpu_replicas)
     workers = Workers(strategy, distributed, is_chief)
+    precision, reason = resolve_precision(
+        training.precision, tf.config.list_physical_devices("GPU")
+    )
+    if reason is not None:
+        # `auto` becomes a policy here; the parts carry it, the run's config keeps `auto`.
+        progress.message(f"precision auto: {precision} ({reason})")
+        training = dataclasses.replace(training, precision=precision)
+        config = dataclasses.replace(config, training=training)
     keras.utils.set_random_seed(training.seed)
     _stage(progress, "reading the data")
     splits = read_splits(config.data, data_dir)

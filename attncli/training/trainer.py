@@ -333,6 +333,7 @@ class Trainer:
                     self.stop_metric.shown(float(position.best_metric.numpy()))
             },
             "last": last_record,
+            "precision": self.config.training.precision,
             "model": str(self.run.model_dir),
         }
         test = None
