@@ -2,12 +2,14 @@
 
 A model directory holds everything needed to translate:
 
-    config.json              format, version, the ModelConfig, source_end, metadata
-    model.weights.h5         the weights (Keras `save_weights`)
-    source.tokenizer.json    source tokenizer settings (level, normalisation, ...)
-    source.vocab.txt         source vocabulary, one token per line in id order
+    config.json                  format, version, the ModelConfig, source_end, metadata
+    model.weights.h5             the weights (Keras `save_weights`)
+    source.tokenizer.json        source tokenizer settings (level, normalisation, ...)
+    source.vocab.txt             source vocabulary, one token per line in id order
     target.tokenizer.json
     target.vocab.txt
+    source.sentencepiece.model   the source's SentencePiece model (level `sentencepiece` only)
+    target.sentencepiece.model
 
 It is written into a temporary directory beside the destination and moved into place
 with `os.replace` (`attncli.files.replace_directory`), so a reader never sees a
@@ -21,6 +23,7 @@ TensorFlow SavedModel, served without attncli, is `attncli.search.serving`
 import json
 from pathlib import Path
 
+from attncli.data.sentencepiece_models import sentencepiece_file
 from attncli.errors import AttncliError, shown
 from attncli.files import replace_directory
 
@@ -28,13 +31,36 @@ FORMAT = "attncli-model"
 VERSION = 1
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.weights.h5"
-# Every file of a model directory, in the order `save_model` writes them.
+# The files every model directory holds, in the order `save_model` writes them; a side at
+# level `sentencepiece` adds its model (see `model_files`).
 MODEL_FILES = (CONFIG_FILE, WEIGHTS_FILE, "source.tokenizer.json", "source.vocab.txt",
                "target.tokenizer.json", "target.vocab.txt")
 
 
 class ModelFileError(AttncliError):
     """A model directory that is missing, incomplete or of another format."""
+
+
+def model_files(directory):
+    """The files a complete model `directory` holds: `MODEL_FILES`, then for each side whose
+    `SIDE.tokenizer.json` names level `sentencepiece` its model, `SIDE.sentencepiece.model`
+    (as `Tokenizer.save` writes it). A tokenizer file that cannot be read adds nothing: it
+    is named when it is loaded."""
+    files = list(MODEL_FILES)
+    for side in ("source", "target"):
+        try:
+            settings = json.loads((Path(directory) / f"{side}.tokenizer.json").read_text("utf-8"))
+        except (OSError, ValueError, RecursionError):
+            continue
+        if isinstance(settings, dict) and settings.get("level") == "sentencepiece":
+            files.append(sentencepiece_file(side))
+    return tuple(files)
+
+
+def missing_model_file(directory):
+    """The first of `model_files(directory)` that is not a file there, or None."""
+    return next((name for name in model_files(directory)
+                 if not (Path(directory) / name).is_file()), None)
 
 
 def load_weights(model, path, advice, error=ModelFileError):

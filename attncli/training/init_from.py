@@ -25,15 +25,15 @@ from attncli.config.run import run_config_from_mapping
 from attncli.config.schema import load_yaml
 from attncli.errors import AttncliError, shown
 from attncli.files import write_json_atomically
-from attncli.model.saving import CONFIG_FILE, WEIGHTS_FILE, read_model_config
+from attncli.model.saving import (
+    CONFIG_FILE, WEIGHTS_FILE, missing_model_file, read_model_config,
+)
 from attncli.training.run_directory import RunDirectory
 
 # Model keys that shape no weight: fine-tuning may change them.
 FREE_MODEL_KEYS = ("dropout", "attention_dropout")
 # The data keys that decide the vocabularies and how text becomes ids.
 _DATA_KEYS = ("shared_vocab", "source_end")
-_TOKENIZER_FILES = tuple(f"{side}.{kind}" for side in ("source", "target")
-                         for kind in ("tokenizer.json", "vocab.txt"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,12 +108,12 @@ def check_init_from(path, config):
             "from; train it until it keeps one (after its first evaluation)"
         )
     kept = read_model_config(model_dir)
-    for name in (WEIGHTS_FILE, *_TOKENIZER_FILES):
-        if not (model_dir / name).is_file():
-            raise AttncliError(
-                f"{model_dir / name} is missing: the kept model is incomplete; copy the run "
-                "again, or give another --init-from"
-            )
+    missing = missing_model_file(model_dir)
+    if missing is not None:
+        raise AttncliError(
+            f"{model_dir / missing} is missing: the kept model is incomplete; copy the run "
+            "again, or give another --init-from"
+        )
     _check_same(
         {key: getattr(kept["model"], key) for key in _model_keys()},
         {key: getattr(config.model, key) for key in _model_keys()},

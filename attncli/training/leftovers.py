@@ -25,7 +25,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from attncli.model.saving import MODEL_FILES
+from attncli.model.saving import missing_model_file
 
 
 def clear_leftovers(run):
@@ -86,4 +86,4 @@ def _rank(run, path):
 
 
 def _is_complete_model(path):
-    return all((path / name).is_file() for name in MODEL_FILES)
+    return missing_model_file(path) is None
