@@ -9,6 +9,7 @@ No TensorFlow here.
 
 import os
 
+from attncli.config.training import TrainingConfig
 from attncli.errors import AttncliError
 
 # float32 copies of every trainable weight while training with Adam: the weights,
@@ -84,13 +85,20 @@ def available_memory():
         return None
 
 
-def check_fits_in_memory(config, average_weights=False, available=None):
+def check_fits_in_memory(config, training=None, available=None):
     """Refuse a model whose weights and optimizer state cannot fit in memory.
+
+    Besides the 4 float32 copies of every weight (the weights, their gradients, Adam's
+    two moments), training keeps one more for each of:
+
+        training.average_decay        the moving average of the weights
+        training.accumulate_steps > 1 the gradient sums (`GradientSums`: a float32
+                                      dense copy of every trainable weight)
 
     Args:
         config: a `ModelConfig`.
-        average_weights: bool, whether the optimizer also keeps a moving average of
-            the weights (one more copy).
+        training: the run's `TrainingConfig`; defaults to `TrainingConfig()` (no average,
+            no accumulation).
         available: bytes available; defaults to `available_memory()` (nothing is
             checked when that is unknown).
 
@@ -100,13 +108,20 @@ def check_fits_in_memory(config, average_weights=False, available=None):
     available = available_memory() if available is None else available
     if available is None:
         return
+    training = training or TrainingConfig()
+    extra = []
+    if training.average_decay is not None:
+        extra.append("their moving average")
+    if training.accumulate_steps > 1:
+        extra.append("the gradient sums of training.accumulate_steps")
+    counted = ["weights", "gradients", "Adam's moments", *extra]
     parameters = minimum_parameter_count(config)
-    copies = _TRAINING_COPIES + (1 if average_weights else 0)
+    copies = _TRAINING_COPIES + len(extra)
     needed = parameters * copies * _BYTES_PER_VALUE
     if needed > available:
         raise AttncliError(
             f"the model is too large for this machine: at least {parameters:,} parameters, "
-            f"{_size(needed)} for weights, gradients and Adam's moments, and "
+            f"{_size(needed)} for {', '.join(counted[:-1])} and {counted[-1]}, and "
             f"{_size(available)} of memory is available; make model.embedding_dim, "
             "model.units or the vocabularies (data.*.vocab_size) smaller"
         )

@@ -173,7 +173,7 @@ def build_training(config, run, progress, data_dir=None, resume=False, strategy=
     model_config = config.model.sized(
         len(source_tokenizer.vocabulary), len(target_tokenizer.vocabulary)
     )
-    check_fits_in_memory(model_config, training.average_decay is not None)
+    check_fits_in_memory(model_config, training)
     _stage(progress, "building the model")
     with strategy.scope():
         with dtype_policy(training.precision):
