@@ -54,7 +54,7 @@ from pathlib import Path
 
 from attncli.cli.line_stream import LineReader, decode_utf8, list_batches
 from attncli.cli.runs import model_directory, search_config, split_lines, translate_lines
-from attncli.config.search import MAX_SEED, Sampling
+from attncli.config.search import SamplingOptions, requested_sampling
 from attncli.errors import AttncliError, clipped, shown
 
 FORMATS = ("text", "tsv", "json")
@@ -224,29 +224,21 @@ def reference_scores(task, best, references, target_tokenizer):
     return f"BLEU {scores.bleu:.2f}  chrF {scores.chrf:.2f}  ({form}; {scores.bleu_signature})"
 
 
+# The options of sampling as the command line spells them.
+SAMPLING_OPTIONS = SamplingOptions(
+    sampling="--sampling", temperature="--temperature", seed="--seed", beam="--beam",
+    n_best="--n-best", asking="--sampling random (or topk:K, topp:P)", per="line",
+    value_prefix="--sampling: ",
+)
+
+
 def sampling_of(sampling, temperature, seed, beam, n_best):
     """The `Sampling` of `--sampling`, `--temperature` and `--n-best` (None without
     `--sampling`); options that do not go with it are one line."""
-    if sampling is None:
-        for option, value in (("--temperature", temperature), ("--seed", seed)):
-            if value is not None:
-                raise AttncliError(f"{option} applies to sampling: add --sampling random "
-                                   "(or topk:K, topp:P), or drop it")
-        return None
-    if beam is not None and beam != 1:
-        raise AttncliError(
-            f"--beam {beam} and --sampling: sampling draws each translation on its own, "
-            "without a beam; drop --beam (--n-best N draws N translations per line)"
-        )
-    if seed is not None and not 0 <= seed <= MAX_SEED:
-        raise AttncliError(f"--seed must be in [0, 2**63 - 1]. Received: --seed={seed}")
     try:
-        return Sampling.parse(sampling, 1.0 if temperature is None else temperature,
-                              1 if n_best is None else n_best)
+        return requested_sampling(SAMPLING_OPTIONS, sampling, temperature, seed, beam, n_best)
     except ValueError as error:
-        message = str(error).replace("samples must", "--n-best must").replace(
-            "Received: samples=", "Received: --n-best=")
-        raise AttncliError(f"--sampling: {message}") from None
+        raise AttncliError(str(error)) from None
 
 
 def read_prefixes(prefix, prefix_file, count):

@@ -190,3 +190,66 @@ class Sampling:
         if self.method == "topp":
             return f"topp:{self.top_p:g}"
         return "random"
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplingOptions:
+    """How a front end spells the options of sampling, so that `requested_sampling`'s
+    messages name them as its user wrote them.
+
+    Args:
+        sampling, temperature, seed, beam, n_best: each option's name (`"--n-best"` on
+            the command line, `"n_best"` in a request).
+        asking: how sampling is asked for, in the front end's words.
+        per: what each of `n_best` draws translates (`"line"`, `"text"`).
+        value_prefix: put before what `Sampling` says of a bad value.
+    """
+
+    sampling: str
+    temperature: str
+    seed: str
+    beam: str
+    n_best: str
+    asking: str
+    per: str
+    value_prefix: str = ""
+
+
+def requested_sampling(options, sampling, temperature, seed, beam, n_best):
+    """The `Sampling` a command or request asks for with `sampling` (`random`, `topk:K`,
+    `topp:P`), `temperature` and `n_best` draws; None without `sampling`.
+
+    Sampling draws each translation on its own: `beam` (other than 1) does not go with
+    it, nor `temperature` and `seed` without it. `seed` is in [0, 2**63 - 1].
+
+    Args:
+        options: the front end's `SamplingOptions` (how its messages name the options).
+        sampling, temperature, seed, beam, n_best: as given, None where not given.
+
+    Raises:
+        ValueError: one line naming the option as `options` spells it.
+    """
+    if sampling is None:
+        for name, value in ((options.temperature, temperature), (options.seed, seed)):
+            if value is not None:
+                raise ValueError(f"{name} applies to sampling: add {options.asking}, or drop it")
+        return None
+    if beam is not None and beam != 1:
+        raise ValueError(
+            f"{options.beam} {beam} and {options.sampling}: sampling draws each translation "
+            f"on its own, without a beam; drop {options.beam} ({options.n_best} N draws N "
+            f"translations per {options.per})"
+        )
+    if seed is not None and not 0 <= seed <= MAX_SEED:
+        raise ValueError(
+            f"{options.seed} must be in [0, 2**63 - 1]. Received: {options.seed}={seed}"
+        )
+    try:
+        return Sampling.parse(sampling, 1.0 if temperature is None else temperature,
+                              1 if n_best is None else n_best)
+    except ValueError as error:
+        message = str(error)
+        for field, name in (("samples", options.n_best), ("temperature", options.temperature)):
+            message = message.replace(f"{field} must", f"{name} must").replace(
+                f"Received: {field}=", f"Received: {name}=")
+        raise ValueError(options.value_prefix + message) from None

@@ -17,7 +17,7 @@ import dataclasses
 import math
 from typing import NamedTuple
 
-from attncli.config.search import MAX_SEED, SearchConfig, Sampling
+from attncli.config.search import Sampling, SamplingOptions, SearchConfig, requested_sampling
 from attncli.errors import shown
 from attncli.serve.limits import RequestError
 
@@ -28,6 +28,11 @@ KEPT_TRANSLATORS = 8
 TRANSLATE_BATCH = 64
 #: Attention views kept per model for `/step` after `/inspect` (least recently used go).
 KEPT_VIEWS = 32
+#: The options of sampling as a request's JSON fields spell them.
+SAMPLING_OPTIONS = SamplingOptions(
+    sampling="sampling", temperature="temperature", seed="seed", beam="beam", n_best="n_best",
+    asking='"sampling": "random" (or "topk:K", "topp:P")', per="text",
+)
 
 
 class TextTooLong(Exception):
@@ -131,28 +136,17 @@ class ServedModel:
         Raises:
             RequestError: 422 for settings that do not go together or a bad value.
         """
-        if sampling is None:
-            for name, value in (("temperature", temperature), ("seed", seed)):
-                if value is not None:
-                    raise RequestError(422, f"{name} applies to sampling: add \"sampling\": "
-                                       "\"random\" (or \"topk:K\", \"topp:P\"), or drop it")
-            return Decoding(self.search(beam, alpha, n_best), prefix=prefix or "")
-        if beam is not None and beam != 1:
-            raise RequestError(422, f"beam {beam} and sampling: sampling draws each "
-                               "translation on its own, without a beam; drop beam (n_best N "
-                               "draws N translations per text)")
-        if n_best is not None and not 1 <= n_best <= self.limits.max_beam:
+        if sampling is not None and n_best is not None and not 1 <= n_best <= self.limits.max_beam:
             # Each draw is a row of the batch, as each hypothesis of a beam is.
             raise RequestError(422, f"n_best must be in [1, {self.limits.max_beam}] "
                                f"(--max-beam) with sampling. Received: n_best={n_best}")
-        if seed is not None and not 0 <= seed <= MAX_SEED:
-            raise RequestError(422, f"seed must be in [0, 2**63 - 1]. Received: seed={seed}")
         try:
-            drawing = Sampling.parse(sampling, 1.0 if temperature is None else temperature,
-                                     1 if n_best is None else n_best)
+            drawing = requested_sampling(SAMPLING_OPTIONS, sampling, temperature, seed, beam,
+                                         n_best)
         except ValueError as error:
-            message = str(error).replace("Received: samples=", "Received: n_best=")
-            raise RequestError(422, message.replace("samples must", "n_best must")) from None
+            raise RequestError(422, str(error)) from None
+        if drawing is None:
+            return Decoding(self.search(beam, alpha, n_best), prefix=prefix or "")
         return Decoding(self.search(1, alpha, 1), drawing, prefix or "", seed or 0)
 
     def start(self):
