@@ -17,6 +17,14 @@ MAX_TEMPERATURE = 100.0
 MAX_SEED = 2**63 - 1
 
 
+def _check_range(name, value, low, high):
+    """Refuse `value` unless it is a finite number in [low, high]: one line naming `name`."""
+    if not (math.isfinite(value) and low <= value <= high):
+        raise ValueError(
+            f"{name} must be a number in [{low:g}, {high:g}]. Received: {name}={value}"
+        )
+
+
 @dataclasses.dataclass(frozen=True)
 class SearchConfig:
     """How `attncli.search.decoding.compile_search` turns a source sentence into hypotheses.
@@ -52,12 +60,7 @@ class SearchConfig:
         if not (math.isfinite(self.alpha) and self.alpha >= 0):
             raise ValueError(f"alpha must be a finite number >= 0. Received: alpha={self.alpha}")
         # The bound is computed in int32 (`max_target_lengths`): both terms stay far below.
-        if not (math.isfinite(self.max_length_ratio)
-                and 0 <= self.max_length_ratio <= MAX_LENGTH_RATIO):
-            raise ValueError(
-                f"max_length_ratio must be a number in [0, {MAX_LENGTH_RATIO}]. "
-                f"Received: max_length_ratio={self.max_length_ratio}"
-            )
+        _check_range("max_length_ratio", self.max_length_ratio, 0, MAX_LENGTH_RATIO)
         if not 1 <= self.max_length_offset <= MAX_LENGTH_OFFSET:
             raise ValueError(
                 f"max_length_offset must be in [1, {MAX_LENGTH_OFFSET}]. "
@@ -149,12 +152,7 @@ class Sampling:
             raise ValueError(f"topk:K needs an integer K >= 1. Received: K={self.top_k}")
         if self.top_p is not None and not 0 < self.top_p <= 1:
             raise ValueError(f"topp:P needs a number P in (0, 1]. Received: P={self.top_p}")
-        if not (math.isfinite(self.temperature)
-                and MIN_TEMPERATURE <= self.temperature <= MAX_TEMPERATURE):
-            raise ValueError(
-                f"temperature must be a number in [{MIN_TEMPERATURE:g}, {MAX_TEMPERATURE:g}]. "
-                f"Received: temperature={self.temperature}"
-            )
+        _check_range("temperature", self.temperature, MIN_TEMPERATURE, MAX_TEMPERATURE)
         if not 1 <= self.samples <= MAX_SAMPLES:
             raise ValueError(
                 f"samples must be in [1, {MAX_SAMPLES}]. Received: samples={self.samples}"
