@@ -9,6 +9,13 @@ class DataError(AttncliError):
     """A corpus, vocabulary or data setting cannot be used (strict mode, missing file, ...)."""
 
 
+def first_line(error):
+    """The first line of what `error` says, or its type's name when it says nothing: what
+    a one-line message quotes of an exception raised by a library."""
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
 def shown(value, limit=80):
     """`repr(value)` as an error message echoes it: at most `limit` characters.
 

@@ -22,7 +22,7 @@ import sys
 import time
 
 from attncli.cli.runs import model_directory, run_name
-from attncli.errors import AttncliError, clipped, shown
+from attncli.errors import AttncliError, clipped, first_line, shown
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
@@ -137,8 +137,7 @@ def serve(*, run_path, ensemble, named, host, port, token, limits, console, load
         error = failures[0]
         if isinstance(error, AttncliError):
             raise AttncliError(f"cannot serve: {error}")
-        lines = str(error).strip().splitlines()
-        raise AttncliError(f"cannot serve: {lines[0] if lines else type(error).__name__}")
+        raise AttncliError(f"cannot serve: {first_line(error)}")
     console.print("stopped", highlight=False)
     sys.stderr.flush()
     return 0

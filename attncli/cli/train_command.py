@@ -18,7 +18,7 @@ from pathlib import Path
 from attncli.config.schema import apply_overrides, load_yaml, save_yaml
 from attncli.config.data import data_paths
 from attncli.training.distribution import cluster_role
-from attncli.errors import AttncliError
+from attncli.errors import AttncliError, first_line
 from attncli.config.run import run_config_from_mapping, load_run_config
 from attncli.config.shipped import resolve_config
 from attncli.training.init_from import check_init_from, read_record, write_record
@@ -224,10 +224,8 @@ def _train(config, run, role, run_dir, data_dir, resume, console):
     except Exception as error:  # noqa: BLE001  TensorFlow fails in many ways here.
         if role is None:
             raise
-        lines = str(error).strip().splitlines()
-        reason = lines[0] if lines else type(error).__name__
         raise AttncliError(
-            f"cannot start the multi-worker strategy ({reason}); check TF_CONFIG's "
+            f"cannot start the multi-worker strategy ({first_line(error)}); check TF_CONFIG's "
             "addresses and that its ports are free"
         ) from None
 

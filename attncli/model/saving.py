@@ -24,7 +24,7 @@ import json
 from pathlib import Path
 
 from attncli.data.sentencepiece_models import sentencepiece_file
-from attncli.errors import AttncliError, shown
+from attncli.errors import AttncliError, first_line, shown
 from attncli.files import replace_directory
 
 FORMAT = "attncli-model"
@@ -69,10 +69,8 @@ def load_weights(model, path, advice, error=ModelFileError):
     try:
         model.load_weights(str(path))
     except Exception as failure:  # noqa: BLE001  h5py and Keras fail in many ways.
-        lines = str(failure).strip().splitlines()
         raise error(
-            f"cannot read the weights {path} ({lines[0] if lines else type(failure).__name__}"
-            f"): {advice}"
+            f"cannot read the weights {path} ({first_line(failure)}): {advice}"
         ) from None
 
 

@@ -34,7 +34,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.exceptions import HTTPException
 
-from attncli.errors import AttncliError
+from attncli.errors import AttncliError, first_line
 from attncli.serve import schemas
 from attncli.serve.batching import Batcher, QueueFull
 from attncli.serve.limits import RequestError
@@ -101,7 +101,7 @@ def create_app(registry, limits, token=None, load=None, on_loaded=None):
 
     @app.exception_handler(Exception)
     async def failed(request, error):
-        return _error(500, f"the server failed: {_first_line(error)}")
+        return _error(500, f"the server failed: {first_line(error)}")
 
     def ready():
         if not registry.ready:
@@ -285,16 +285,11 @@ async def _read_json(request, limits):
     try:
         return json.loads(text)
     except ValueError as error:
-        raise RequestError(400, f"the body is not JSON: {_first_line(error)}") from None
+        raise RequestError(400, f"the body is not JSON: {first_line(error)}") from None
 
 
 def _error(status, message, headers=None):
     return JSONResponse({"error": message}, status, headers)
-
-
-def _first_line(error):
-    lines = str(error).strip().splitlines()
-    return lines[0] if lines else type(error).__name__
 
 
 def _body(model):

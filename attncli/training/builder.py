@@ -23,7 +23,7 @@ import tensorflow as tf
 from attncli.config.data import read_splits
 from attncli.data.pipeline import PipelineStats, encode_pairs
 from attncli.data.tokenization import Tokenizer
-from attncli.errors import AttncliError
+from attncli.errors import AttncliError, first_line
 from attncli.model.encoder_decoder import Seq2Seq
 from attncli.model.footprint import check_fits_in_memory
 from attncli.model.saving import load_weights, saved_metadata
@@ -335,8 +335,7 @@ def restore_checkpoint(checkpoint, workers, run, progress, position, config):
         try:
             checkpoint.restore(path).assert_existing_objects_matched()
         except Exception as error:  # noqa: BLE001  A damaged file fails in many ways.
-            lines = str(error).strip().splitlines()
-            problems.append(f"{path}: {lines[0] if lines else type(error).__name__}")
+            problems.append(f"{path}: {first_line(error)}")
             continue
         restored = path
         break

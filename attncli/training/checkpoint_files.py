@@ -17,7 +17,7 @@ from it ever reaches TensorFlow.
 import os
 import re
 
-from attncli.errors import shown
+from attncli.errors import first_line, shown
 from attncli.files import write_text_atomically
 
 _INDEX_FILE = re.compile(r"ckpt-(\d+)\.index")
@@ -88,8 +88,7 @@ def _index_problem(tf, directory):
     try:
         state = tf.train.get_checkpoint_state(str(directory))
     except Exception as error:  # noqa: BLE001  A damaged text proto fails in many ways.
-        lines = str(error).strip().splitlines()
-        return f"cannot be read ({lines[0] if lines else type(error).__name__})"
+        return f"cannot be read ({first_line(error)})"
     if state is None or not state.model_checkpoint_path:
         return "names no checkpoint" if checkpoint_paths(directory) else None
     listed = [state.model_checkpoint_path, *state.all_model_checkpoint_paths]

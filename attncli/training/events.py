@@ -32,7 +32,7 @@ import keras
 import tensorflow as tf
 from google.protobuf.message import DecodeError
 
-from attncli.errors import clipped
+from attncli.errors import clipped, first_line
 from attncli.files import link_refused
 from attncli.search.translation import Translator
 
@@ -159,8 +159,7 @@ class RunEvents:
 
     def _fail(self, error):
         """Report the first failure, then write no more events."""
-        lines = str(error).strip().splitlines()
-        reason = lines[0] if lines else type(error).__name__
+        reason = first_line(error)
         if not isinstance(error, EventsLost):
             reason = clipped(reason)
         self.active = False
