@@ -295,14 +295,9 @@ def make_train_step(model, optimizer, config=None, sums=None):
 
     @tf.function(input_signature=_BATCH_SIGNATURE)
     def train_step(inputs, target_out):
-        with tf.GradientTape() as tape:
-            loss, tokens = sequence_loss(
-                model, inputs, target_out, config.label_smoothing, training=True,
-                logits_on=config.logits_on,
-            )
-            # The loss itself, or times the loss scale under mixed_float16.
-            scaled_loss = optimizer.scale_loss(loss)
-        gradients = tape.gradient(scaled_loss, variables)
+        loss, tokens, gradients = _loss_and_gradients(
+            model, optimizer, config, variables, inputs, target_out
+        )
         optimizer.apply_gradients(zip(gradients, variables))
         return {"loss": loss, "tokens": tokens}
 
@@ -315,14 +310,10 @@ def _accumulating_step(model, optimizer, config, sums):
 
     @tf.function(input_signature=_BATCH_SIGNATURE)
     def add_batch(inputs, target_out):
-        with tf.GradientTape() as tape:
-            loss, tokens = sequence_loss(
-                model, inputs, target_out, config.label_smoothing, training=True,
-                logits_on=config.logits_on,
-            )
-            scaled_loss = optimizer.scale_loss(loss)
-        gradients = tape.gradient(
-            scaled_loss, variables, unconnected_gradients=tf.UnconnectedGradients.ZERO
+        # Zeros, not None, for a variable the batch does not reach: every sum is added to.
+        loss, tokens, gradients = _loss_and_gradients(
+            model, optimizer, config, variables, inputs, target_out,
+            unconnected=tf.UnconnectedGradients.ZERO,
         )
         sums.add(gradients, tokens)
         return {"loss": loss, "tokens": tokens}
@@ -339,6 +330,23 @@ def _accumulating_step(model, optimizer, config, sums):
         return result
 
     return train_step
+
+
+def _loss_and_gradients(model, optimizer, config, variables, inputs, target_out,
+                        unconnected=tf.UnconnectedGradients.NONE):
+    """`(loss, tokens, gradients)` of one batch: its mean loss per target token, its
+    target tokens, and the gradients of the loss (times the loss scale under
+    mixed_float16) with respect to `variables`, `unconnected` for those it does not
+    reach (None by default)."""
+    with tf.GradientTape() as tape:
+        loss, tokens = sequence_loss(
+            model, inputs, target_out, config.label_smoothing, training=True,
+            logits_on=config.logits_on,
+        )
+        # The loss itself, or times the loss scale under mixed_float16.
+        scaled_loss = optimizer.scale_loss(loss)
+    gradients = tape.gradient(scaled_loss, variables, unconnected_gradients=unconnected)
+    return loss, tokens, gradients
 
 
 def make_distributed_train_step(model, optimizer, strategy, element_spec, config=None):
