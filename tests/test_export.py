@@ -7,6 +7,8 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -23,6 +25,7 @@ from attncli.data.tokenization import TUTORIAL_NORMALIZATION, Tokenizer
 from attncli.data.vocabulary import END
 from attncli.model.encoder_decoder import Seq2Seq
 from attncli.model.saving import save_model
+from attncli.search import serving
 from attncli.search.serving import blank
 
 FIXTURE_RUN = REPO / "tests" / "fixtures" / "run-0.1.0"
@@ -46,8 +49,16 @@ ENSEMBLE = "ensemble (self-attention + rnn)"
 ENSEMBLE_MEMBER = (dict(decoder="luong", score="general", input_feeding=True), "char")
 KIND_NAMES = [TRAINED, *KINDS, ENSEMBLE]
 
-SERVE = """
-import json, sys
+# One Python without attncli for the module: `python -I`, no PYTHONPATH, another
+# directory, and an import hook that refuses `attncli` and `layers` even where they are
+# installed. It runs each program it is sent (the code of a `python -I -c CODE ARGS`
+# command, with its arguments and stdin) and answers with its exit code, stdout and
+# stderr: the check of every export the fixture makes (export_command.CHECK, as
+# `attncli export` sends it), then SERVE. One Python instead of six: each would spend
+# seconds importing TensorFlow and tensorflow-text (the check's own subprocess runs in
+# test_reliability_damage, where `attncli export` is a process of its own).
+WITHOUT_ATTNCLI = """
+import contextlib, io, json, sys, traceback
 
 
 class WithoutAttncli:
@@ -60,6 +71,28 @@ class WithoutAttncli:
 
 
 sys.meta_path.insert(0, WithoutAttncli())
+requests, replies = sys.stdin, sys.stdout
+for line in requests:
+    request = json.loads(line)
+    sys.argv = ["-c", *request["argv"]]
+    sys.stdin = io.StringIO(request["stdin"])
+    stdout, stderr, code = io.StringIO(), io.StringIO(), 0
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        try:
+            exec(request["code"], {"__name__": "__main__"})
+        except SystemExit as exit:
+            code = exit.code if isinstance(exit.code, int) else 1
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+    replies.write(json.dumps({"returncode": code, "stdout": stdout.getvalue(),
+                              "stderr": stderr.getvalue()}) + "\\n")
+    replies.flush()
+"""
+
+SERVE = """
+import json, sys
+
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  registers the tokenizers' ops
 
@@ -133,11 +166,46 @@ def translate(model, *options, lines=LINES, tmp_path):
     return result.stdout.split("\n")[:-1]
 
 
+class PythonWithoutAttncli:
+    """`WITHOUT_ATTNCLI` running in `directory`; `run` stands for `subprocess.run` of a
+    `python -I -c CODE ARGS` command and sends CODE there."""
+
+    def __init__(self, directory):
+        environment = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+        self.log_path = directory / "stderr.txt"  # TensorFlow's start-up chatter
+        self.log = self.log_path.open("w")
+        self.process = subprocess.Popen(
+            [sys.executable, "-I", "-c", WITHOUT_ATTNCLI], cwd=directory, text=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+            env={**environment, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        )
+
+    def run(self, command, *, input="", **_):
+        python, isolated, code_flag, code, *argv = command
+        assert (python, isolated, code_flag) == (sys.executable, "-I", "-c"), command
+        try:
+            self.process.stdin.write(json.dumps({"code": code, "argv": argv, "stdin": input})
+                                     + "\n")
+            self.process.stdin.flush()
+            reply = self.process.stdout.readline()
+        except BrokenPipeError:
+            reply = ""
+        assert reply, "the Python without attncli ended:\n" + self.log_path.read_text()[-3000:]
+        reply = json.loads(reply)
+        return subprocess.CompletedProcess(command, reply["returncode"], reply["stdout"],
+                                           reply["stderr"])
+
+    def close(self):
+        self.process.stdin.close()
+        self.process.wait(timeout=60)
+        self.log.close()
+
+
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
-    """Every kind exported by `attncli export`, and what a Python without attncli (`-I`,
-    no PYTHONPATH, another directory, and an import hook that refuses `attncli` and
-    `layers` even where they are installed) makes of each export: (models, reports, served)."""
+    """Every kind exported by `attncli export`, and what a Python without attncli
+    (`PythonWithoutAttncli`, which also ran each export's check) makes of each export:
+    (models, reports, served)."""
     work = tmp_path_factory.mktemp("export")
     models = {TRAINED: work / "run"}
     shutil.copytree(FIXTURE_RUN, models[TRAINED])
@@ -145,25 +213,31 @@ def exported(tmp_path_factory):
         models[kind] = seeded_model_directory(work / kind, fields, level)
     models[ENSEMBLE] = models["self-attention"]
     seeded_model_directory(work / "ensemble-member", *ENSEMBLE_MEMBER)
-    exports, reports = {}, {}
-    for kind, model in models.items():
-        exports[kind] = work / "exports" / kind.split()[0]
-        if kind == "self-attention":
-            exports[kind].mkdir(parents=True)  # an empty directory is taken
-        # In this process: `attncli export` runs as a subprocess in test_reliability_damage.
-        options = [part for option in kind_options(kind, models).items() for part in option]
-        result = CliRunner().invoke(app, ["export", str(model), str(exports[kind]), *options])
-        assert result.exit_code == 0, result.output
-        reports[kind] = result
     elsewhere = work / "elsewhere"
     elsewhere.mkdir()
-    environment = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    completed = subprocess.run(
-        [sys.executable, "-I", "-c", SERVE,
-         json.dumps({kind: str(path) for kind, path in exports.items()}), json.dumps(LINES)],
-        cwd=elsewhere, capture_output=True, text=True,
-        env={**environment, "TF_CPP_MIN_LOG_LEVEL": "3"},
-    )
+    python = PythonWithoutAttncli(elsewhere)
+    exports, reports = {}, {}
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(export_command, "subprocess", SimpleNamespace(run=python.run))
+            for kind, model in models.items():
+                exports[kind] = work / "exports" / kind.split()[0]
+                if kind == "self-attention":
+                    exports[kind].mkdir(parents=True)  # an empty directory is taken
+                # In this process: `attncli export` runs as a subprocess in
+                # test_reliability_damage.
+                options = [part for option in kind_options(kind, models).items()
+                           for part in option]
+                result = CliRunner().invoke(app, ["export", str(model), str(exports[kind]),
+                                                  *options])
+                assert result.exit_code == 0, result.output
+                reports[kind] = result
+        completed = python.run(
+            [sys.executable, "-I", "-c", SERVE,
+             json.dumps({kind: str(path) for kind, path in exports.items()}), json.dumps(LINES)],
+        )
+    finally:
+        python.close()
     assert completed.returncode == 0, completed.stderr[-3000:]
     served = json.loads(completed.stdout)
     assert served["attncli imported"] is False
@@ -257,6 +331,11 @@ def test_a_destination_that_is_not_empty_is_left_alone(tmp_path, occupied):
 
 @pytest.mark.slow
 def test_an_export_that_fails_its_check_is_not_written(tmp_path, monkeypatch):
+    # What is written does not matter once the check fails: a file stands for the
+    # SavedModel (whose tracing and saving the fixture's exports go through).
+    monkeypatch.setattr(serving, "export_saved_model",
+                        lambda directory, *args, **options:
+                        (Path(directory) / "saved_model.pb").write_bytes(b"stand-in"))
     monkeypatch.setattr(export_command, "run_check",
                         lambda directory, samples, *more: {"greedy": ["?"], "beam": ["?"]})
     destination = tmp_path / "exported"
