@@ -1,6 +1,6 @@
 """A run with one vocabulary and one embedding matrix, as a user runs it: `python -m
-attncli train`, then translate (in this process), inspect-weights and resume; and trained
-on 2 mirrored CPU replicas, step by step as on one device."""
+attncli train`, then translate and inspect-weights (in this process), and resume; and
+trained on 2 mirrored CPU replicas, step by step as on one device."""
 
 import json
 import subprocess
@@ -22,10 +22,11 @@ MODELS = {
 }
 
 
-def translate(run, *args):
-    """`attncli translate RUN ARGS` in this process (inspect-weights and train run as
-    subprocesses here)."""
-    result = CliRunner().invoke(app, ["translate", str(run), *args])
+def in_process(command, run, *args):
+    """`attncli COMMAND RUN ARGS` in this process (train runs as a subprocess here; so do
+    translate and inspect-weights in test_workflow)."""
+    # As wide as attncli_runs's subprocesses: Rich wraps no weight's name.
+    result = CliRunner().invoke(app, [command, str(run), *args], env={"COLUMNS": "500"})
     assert result.exit_code == 0, result.output
     return result
 
@@ -52,16 +53,17 @@ def test_the_run_keeps_one_vocabulary_of_both_languages_under_both_names(tied_ru
     assert model["source_vocab_size"] == model["target_vocab_size"] == len(tokens) - 1
 
 
-def test_a_tied_run_translates_and_is_inspected(tied_run, tmp_path):
+def test_a_tied_run_translates_and_is_inspected(tied_run):
     sources = ["Tengo hambre.", "Estoy cansado.", "Hola."]
-    greedy = translate(tied_run, *sources)
-    beam = translate(tied_run, *sources, "--beam", "2", "--n-best", "2", "--format", "tsv")
+    greedy = in_process("translate", tied_run, *sources)
+    beam = in_process("translate", tied_run, *sources, "--beam", "2", "--n-best", "2",
+                      "--format", "tsv")
     assert len(greedy.stdout.splitlines()) == 3
     assert [line.split("\t")[:2] for line in beam.stdout.splitlines()] == [
         [str(i), str(rank)] for i in (1, 2, 3) for rank in (1, 2)
     ]
-    inspected = succeeds(attncli("inspect-weights", tied_run, "--text", "Tengo hambre.",
-                                 "--params", cwd=tmp_path)).stdout
+    inspected = in_process("inspect-weights", tied_run, "--text", "Tengo hambre.",
+                           "--params").stdout
     assert "shared_embedding/embeddings" in inspected
     assert "output_projection/bias" in inspected
     assert "output_projection/kernel" not in inspected
