@@ -29,10 +29,14 @@ PAIRS = [
 SOURCES = [source for source, _ in PAIRS]
 TARGETS = [target for _, target in PAIRS]
 # The default config with the corpus above and a model small enough to learn it quickly.
+# The kept model is the first to score BLEU 100 on the three pairs (the cased run's ninth
+# epoch when this was written); the run then stops after three evaluations that cannot
+# beat it, rather than at epoch 20. A plateau of three evaluations before 100 would stop
+# it early, and the tests below would fail.
 MEMORISE = [
     "data.format=tsv", "data.train=train.tsv", "data.valid=valid.tsv", "model.units=64",
     "model.embedding_dim=64", "training.learning_rate=0.01", "training.label_smoothing=0",
-    "training.epochs=20", "training.max_minutes=null",
+    "training.epochs=20", "training.patience=3", "training.max_minutes=null",
 ]
 
 
