@@ -28,7 +28,7 @@ sys.exit(pytest.main(sys.argv[1:]))
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["jax", "torch"])
-def test_contract_and_masking_pass_on_backend(backend):
+def test_contract_and_masking_pass_on_backend(backend, tmp_path):
     env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST_")}
     env.update(KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="2")
     if backend == "jax":
@@ -36,6 +36,12 @@ def test_contract_and_masking_pass_on_backend(backend):
         # optimisation passes the compiling takes about a third less time.
         env.setdefault("JAX_PLATFORMS", "cpu")
         env.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
+        # Every compiled operation is also written to disk, so that the fresh process of
+        # the `.keras` round trip reads the ones it shares with the tests instead of
+        # compiling them again (its outputs still come from the files alone).
+        env.update(JAX_COMPILATION_CACHE_DIR=str(tmp_path / "jax-compiled"),
+                   JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+                   JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
     result = subprocess.run(
         [sys.executable, "-c", _RUN_PYTEST_WITHOUT_TENSORFLOW,
          "-q", "-p", "no:cacheprovider", *BACKEND_TESTS],
