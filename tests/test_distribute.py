@@ -263,19 +263,35 @@ MULTI_WORKER = ["--set", "training.distribute=multi-worker",
 
 @pytest.fixture(scope="module")
 def multi_worker_run(tmp_path_factory):
+    """A multi-worker run of one epoch, stopped by SIGTERM to worker 1 once the chief has
+    written its first checkpoint, then resumed by both to the end: (work, stopped,
+    resumed), each the workers' (exit code, stdout, stderr). Both halves of the epoch
+    are trained by the two workers; the tests compare the whole with one device."""
     work = tmp_path_factory.mktemp("multi-worker")
-    outputs = finish(start_workers(work, TINY, "--run-dir", "runs/tiny", *MULTI_WORKER))
-    for code, _, stderr in outputs:
-        assert code == 0, stderr
-    return work, outputs
+    args = [TINY, "--run-dir", "runs/tiny", *MULTI_WORKER, "--set", "training.checkpoint_every=3"]
+    processes = start_workers(work, *args)
+    index = work / "runs" / "tiny" / "checkpoints" / "checkpoint"
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while not index.exists() and time.monotonic() < deadline:
+            assert all(process.poll() is None for process in processes), "a worker ended early"
+            time.sleep(0.2)
+        assert index.exists(), "no checkpoint was written before the deadline"
+        processes[1].send_signal(signal.SIGTERM)
+    finally:
+        stopped = finish(processes)
+    resumed = finish(start_workers(work, "--resume", "--run-dir", "runs/tiny"))
+    return work, stopped, resumed
 
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("distribute")
 def test_two_local_workers_match_one_device_and_only_the_chief_writes_the_run(
         curves, multi_worker_run):
-    work, outputs = multi_worker_run
+    work, _, outputs = multi_worker_run
     run, worker = work / "runs" / "tiny", work / "runs" / "tiny.worker-1"
+    for code, _, stderr in outputs:
+        assert code == 0, stderr
     [(_, chief_out, _), (_, worker_out, worker_err)] = outputs
     assert json.loads(chief_out)["epochs"] == 1 and worker_out == ""
     assert "worker 1 of 2 workers" in worker_err
@@ -284,6 +300,7 @@ def test_two_local_workers_match_one_device_and_only_the_chief_writes_the_run(
     for key in ("train_loss", "valid_loss"):
         np.testing.assert_allclose(record[key], reference[key], rtol=RTOL)
     assert record["step"] == reference["step"]
+    assert json.loads(chief_out)["last"]["step"] == reference["step"]
     for name in ("metrics.jsonl", "train.log", "model/config.json", "checkpoints/checkpoint"):
         assert (run / name).is_file(), name
     for name in ("train", "valid"):
@@ -295,31 +312,18 @@ def test_two_local_workers_match_one_device_and_only_the_chief_writes_the_run(
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("distribute")
-def test_sigterm_to_one_worker_stops_both_and_both_resume(multi_worker_run, tmp_path):
-    _, uninterrupted = multi_worker_run
-    args = [TINY, "--run-dir", "runs/tiny", *MULTI_WORKER, "--set", "training.checkpoint_every=3"]
-    processes = start_workers(tmp_path, *args)
-    index = tmp_path / "runs" / "tiny" / "checkpoints" / "checkpoint"
-    try:
-        deadline = time.monotonic() + TIMEOUT
-        while not index.exists() and time.monotonic() < deadline:
-            assert all(process.poll() is None for process in processes), "a worker ended early"
-            time.sleep(0.2)
-        assert index.exists(), "no checkpoint was written before the deadline"
-        processes[1].send_signal(signal.SIGTERM)
-    finally:
-        outputs = finish(processes)
-    for code, _, stderr in outputs:
+def test_sigterm_to_one_worker_stops_both_and_both_resume(curves, multi_worker_run):
+    work, stopped, resumed = multi_worker_run
+    for code, _, stderr in stopped:
         assert code == 143, stderr
         assert "attncli train --resume --run-dir runs/tiny" in stderr
-    assert (tmp_path / "runs" / "tiny.worker-1" / "checkpoints" / "checkpoint").is_file()
-
-    resumed = finish(start_workers(tmp_path, "--resume", "--run-dir", "runs/tiny"))
+    assert (work / "runs" / "tiny.worker-1" / "checkpoints" / "checkpoint").is_file()
     for code, _, stderr in resumed:
         assert code == 0, stderr
         assert "resuming from" in stderr
-    expected = json.loads(uninterrupted[0][1])["last"]
-    record = records_by_epoch(tmp_path / "runs" / "tiny")[1]
+    # The resumed run ends where one device does (and so where an uninterrupted one does).
+    expected = curves["none"]["records"][0]
+    record = records_by_epoch(work / "runs" / "tiny")[1]
     for key in ("train_loss", "valid_loss", "step"):
         np.testing.assert_allclose(record[key], expected[key], rtol=RTOL)
 
@@ -339,7 +343,7 @@ def test_workers_given_different_settings_stop_with_one_line(tmp_path):
 @pytest.mark.slow
 @pytest.mark.xdist_group("distribute")
 def test_resume_with_one_worker_missing_its_checkpoints_is_one_line(multi_worker_run, tmp_path):
-    work, _ = multi_worker_run
+    work, _, _ = multi_worker_run
     shutil.copytree(work / "runs", tmp_path / "runs")
     shutil.rmtree(tmp_path / "runs" / "tiny.worker-1" / "checkpoints")
     outputs = finish(start_workers(tmp_path, "--resume", "--run-dir", "runs/tiny"))
