@@ -1,5 +1,6 @@
 """train → translate → inspect-weights → resume, as a user runs them: subprocesses
-(translate's formats are checked in this process).
+(translate's formats, and its lines from arguments and from a file, are checked in this
+process; from stdin, a pipe of a subprocess).
 
 The runs use `configs/tiny-test.yaml` (600 bundled pairs, a 32-unit model): seconds
 of training, enough to exercise every path.
@@ -102,23 +103,23 @@ def test_pronunciation_test_split_is_scored_against_every_reference(tmp_path):
     assert json.loads(result.stdout)["test"]["wer"] == test["wer"]
 
 
-def test_translate_is_line_aligned_from_arguments_file_and_stdin(trained):
-    work, run, _ = trained
-    lines = ["Tengo un gato.", "", "¿Dónde está?"]
-    from_args = attncli("translate", run, *lines, cwd=work).stdout.splitlines()
-    assert len(from_args) == 3 and from_args[1] == "" and from_args[0]
-    source = work / "input.txt"
-    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    assert attncli("translate", run, "--input", source, cwd=work).stdout.splitlines() == from_args
-    stdin = attncli("translate", run, cwd=work, stdin="\n".join(lines) + "\n")
-    assert stdin.stdout.splitlines() == from_args
-
-
 def translate(run, *args):
     """`attncli translate RUN ARGS` in this process, for what is not about the process."""
     result = CliRunner().invoke(app, ["translate", str(run), *map(str, args)])
     assert result.exit_code == 0, result.output
     return result
+
+
+def test_translate_is_line_aligned_from_arguments_file_and_stdin(trained, tmp_path):
+    work, run, _ = trained
+    lines = ["Tengo un gato.", "", "¿Dónde está?"]
+    from_args = translate(run, *lines).stdout.splitlines()
+    assert len(from_args) == 3 and from_args[1] == "" and from_args[0]
+    source = tmp_path / "input.txt"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert translate(run, "--input", source).stdout.splitlines() == from_args
+    stdin = attncli("translate", run, cwd=work, stdin="\n".join(lines) + "\n")
+    assert stdin.stdout.splitlines() == from_args
 
 
 def test_translate_formats_nbest_and_reference(trained):
