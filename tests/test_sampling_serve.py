@@ -73,6 +73,8 @@ def test_the_api_answers_as_translate_prints(client, model_directory, body, opti
     ({"sampling": "random", "beam": 3}, "beam 3 and sampling: sampling draws each"),
     ({"sampling": "random", "n_best": 0}, "n_best must be in [1, 16] (--max-beam)"),
     ({"sampling": "random", "n_best": 17}, "n_best must be in [1, 16] (--max-beam)"),
+    # A beam with sampling is the first thing wrong, whatever n_best asks.
+    ({"sampling": "random", "beam": 3, "n_best": 17}, "beam 3 and sampling: sampling draws"),
     ({"temperature": 0.5}, "temperature applies to sampling"),
     ({"seed": 1}, "seed applies to sampling"),
     ({"sampling": "random", "seed": -1}, "seed must be in [0, 2**63 - 1]"),

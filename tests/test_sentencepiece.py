@@ -279,3 +279,11 @@ def test_a_sentencepiece_run_trains_translates_and_refuses_a_missing_model(tmp_p
                       "--set", "data.target.sentencepiece_model=nowhere/en.model", cwd=tmp_path)
     assert "data.target.sentencepiece_model: no such file" in one_line_error(missing)
     assert "nowhere/en.model" in one_line_error(missing)
+
+    # A resumed run names its own missing model as it names a missing vocabulary.
+    (run / "source.sentencepiece.model").unlink()
+    resumed = attncli("train", "--run-dir", "run", "--resume", "--set", "training.epochs=2",
+                      cwd=tmp_path)
+    error = one_line_error(resumed)
+    assert "source.sentencepiece.model is missing" in error
+    assert "cannot go on without the vocabularies it trained with" in error

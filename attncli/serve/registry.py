@@ -136,8 +136,10 @@ class ServedModel:
         Raises:
             RequestError: 422 for settings that do not go together or a bad value.
         """
-        if sampling is not None and n_best is not None and not 1 <= n_best <= self.limits.max_beam:
-            # Each draw is a row of the batch, as each hypothesis of a beam is.
+        if (sampling is not None and beam in (None, 1) and n_best is not None
+                and not 1 <= n_best <= self.limits.max_beam):
+            # Each draw is a row of the batch, as each hypothesis of a beam is. (A beam with
+            # sampling is named first, by `requested_sampling`.)
             raise RequestError(422, f"n_best must be in [1, {self.limits.max_beam}] "
                                f"(--max-beam) with sampling. Received: n_best={n_best}")
         try:

@@ -26,7 +26,9 @@ from attncli.data.tokenization import Tokenizer
 from attncli.errors import AttncliError, first_line
 from attncli.model.encoder_decoder import Seq2Seq
 from attncli.model.footprint import check_fits_in_memory
-from attncli.model.saving import load_weights, saved_metadata
+from attncli.model.saving import (
+    CONFIG_FILE, WEIGHTS_FILE, load_weights, model_files, saved_metadata,
+)
 from attncli.training.checkpoint_files import checkpoint_paths, repair_index
 from attncli.training.distribution import Workers, make_strategy
 from attncli.training.init_from import read_record
@@ -260,8 +262,9 @@ def prepare_tokenizers(config, run, splits, resume, init_from=None, data_dir=Non
     its two sides back as it always has.
     """
     names = ("source", "target")
-    files = [run.path / f"{name}.{kind}" for name in names
-             for kind in ("tokenizer.json", "vocab.txt")]
+    # A side at the sentencepiece level also keeps its `.model` (as `model_files` says).
+    files = [run.path / name for name in model_files(run.path)
+             if name not in (CONFIG_FILE, WEIGHTS_FILE)]
     if resume and (run.has_progress() or any(path.exists() for path in files)):
         # The run's model was built on these vocabularies: they are never learned again.
         missing = [path.name for path in files if not path.exists()]
