@@ -59,7 +59,7 @@ from attncli.search.search_steps import (  # noqa: F401 (re-exported)
 
 
 def greedy_search(model, source_ids, search=SearchConfig(), *, prefix_ids=None,
-                  attention_weights=True):
+                  attention_weights=True, alpha=None):
     """Translate a batch by emitting the most probable token at every step.
 
     Args:
@@ -72,6 +72,8 @@ def greedy_search(model, source_ids, search=SearchConfig(), *, prefix_ids=None,
             with 0 (see the module), or None. Defaults to None.
         attention_weights: bool, keep each step's attention weights (`weights` of the
             result; None otherwise). Defaults to True.
+        alpha: a float32 scalar tensor in place of `search.alpha` (so that one trace
+            serves every alpha), or None. Defaults to None.
 
     Returns:
         `Hypotheses` with `n = 1`.
@@ -80,11 +82,12 @@ def greedy_search(model, source_ids, search=SearchConfig(), *, prefix_ids=None,
         raise ValueError(
             f"greedy search keeps one hypothesis. Received: beam_size={search.beam_size}"
         )
-    return _token_by_token(model, source_ids, search, prefix_ids, None, 1, attention_weights)
+    return _token_by_token(model, source_ids, search, prefix_ids, None, 1, attention_weights,
+                           alpha)
 
 
 def sample_search(model, source_ids, search, sampling, seeds, *, prefix_ids=None,
-                  attention_weights=True):
+                  attention_weights=True, alpha=None, temperature=None):
     """Translate a batch by drawing each token at random (`sampling`), reproducibly.
 
     Each sentence gets `sampling.samples` translations, each drawn on its own token by
@@ -103,6 +106,9 @@ def sample_search(model, source_ids, search, sampling, seeds, *, prefix_ids=None
         seeds: int64 `(batch_size,)`, each sentence's seed (>= 0).
         prefix_ids: as for `greedy_search`. Defaults to None.
         attention_weights: as for `greedy_search`. Defaults to True.
+        alpha: as for `greedy_search`. Defaults to None.
+        temperature: a float64 scalar tensor in place of `sampling.temperature`, or
+            None. Defaults to None.
 
     Returns:
         `Hypotheses` with `n = sampling.samples`, best score first.
@@ -119,12 +125,12 @@ def sample_search(model, source_ids, search, sampling, seeds, *, prefix_ids=None
     def choose(t):
         def draw(logits, unfinished):
             u = uniforms(tf.gather_nd(keys, unfinished), t)
-            return sample_next_tokens(logits, sampling, u)
+            return sample_next_tokens(logits, sampling, u, temperature)
 
         return draw
 
     found = _token_by_token(model, source_ids, search, prefix_ids, choose, samples,
-                            attention_weights)
+                            attention_weights, alpha)
     batch_size = tf.shape(source_ids)[0]
 
     def per_sentence(tensor):
@@ -136,14 +142,15 @@ def sample_search(model, source_ids, search, sampling, seeds, *, prefix_ids=None
                         for field in found._replace(scores=scores)))._replace(scores=scores)
 
 
-def _token_by_token(model, source_ids, search, prefix_ids, choose, copies, attention_weights):
+def _token_by_token(model, source_ids, search, prefix_ids, choose, copies, attention_weights,
+                    alpha=None):
     """The loop of greedy search and sampling: one token per row and step.
 
     `copies` rows decode each sentence (row `b * copies + i` is copy `i` of sentence
     `b`); `choose(t)` gives step `t`'s `choose` for `decode_unfinished` (None: the most
     probable token). Returns `Hypotheses` with `n = 1` per row, `(batch * copies, 1, ...)`.
     """
-    alpha = search.alpha
+    alpha = search.alpha if alpha is None else alpha
     source_ids = tf.convert_to_tensor(source_ids, tf.int32)
     rows = tf.shape(source_ids)[0] * copies
     max_lengths = tf.repeat(
@@ -218,7 +225,8 @@ def _prefix_rows(prefix_ids, source_ids, copies):
     return tf.repeat(tf.convert_to_tensor(prefix_ids, tf.int32), copies, axis=0)
 
 
-def beam_search(model, source_ids, search, *, prefix_ids=None, attention_weights=True):
+def beam_search(model, source_ids, search, *, prefix_ids=None, attention_weights=True,
+                alpha=None):
     """Translate a batch keeping the `beam_size` best hypotheses of each sentence.
 
     Every step extends each unfinished hypothesis by every token, and keeps the
@@ -246,11 +254,14 @@ def beam_search(model, source_ids, search, *, prefix_ids=None, attention_weights
             beam holds that one hypothesis. Defaults to None.
         attention_weights: bool, keep each step's attention weights (`weights` of the
             result; None otherwise). Defaults to True.
+        alpha: a float32 scalar tensor in place of `search.alpha` (>= 0, as a
+            `SearchConfig` checks it), or None. Defaults to None.
 
     Returns:
         `Hypotheses` with `n = search.returned` (`n_best`), best first.
     """
-    beam_size, alpha, n_best = search.beam_size, search.alpha, search.returned
+    beam_size, n_best = search.beam_size, search.returned
+    alpha = search.alpha if alpha is None else alpha
     source_ids = tf.convert_to_tensor(source_ids, tf.int32)
     batch_size = tf.shape(source_ids)[0]
     max_lengths = max_target_lengths(
@@ -412,7 +423,8 @@ def _follow_back_pointers(final_beams, tokens, parents, weights):
     return tf.transpose(token_ids, [1, 2, 0]), weights
 
 
-def compile_search(model, search, *, sampling=None, prefixes=False, attention_weights=True):
+def compile_search(model, search, *, sampling=None, prefixes=False, attention_weights=True,
+                   settings=False):
     """The search as one `tf.function` from `source_ids` to `Hypotheses`, traced once.
 
     Args:
@@ -423,10 +435,14 @@ def compile_search(model, search, *, sampling=None, prefixes=False, attention_we
             1), or None. Defaults to None.
         prefixes: bool, the function takes each sentence's prefix ids. Defaults to False.
         attention_weights: bool, keep each step's attention weights. Defaults to True.
+        settings: bool, the function takes the length penalty's `alpha` and the sampling
+            temperature as inputs, so that one trace serves every value of them; the
+            values of `search` and `sampling` are then not read. Defaults to False.
 
     The function takes int32 `source_ids` `(batch_size, Ts)` of any size without
     retracing, then (if `prefixes`) int32 `prefix_ids` `(batch_size, P)` padded with 0,
-    then (with `sampling`) int64 `seeds` `(batch_size,)`.
+    then (with `sampling`) int64 `seeds` `(batch_size,)`, then (if `settings`) a float32
+    scalar `alpha` and a float64 scalar `temperature` (read by sampling only).
 
     The searches loop with `tf.while_loop` and branch on Python values only, so they
     are traced without AutoGraph: converting the model's code took four fifths of the
@@ -442,12 +458,18 @@ def compile_search(model, search, *, sampling=None, prefixes=False, attention_we
         signature.append(tf.TensorSpec([None, None], tf.int32))
     if sampling is not None:
         signature.append(tf.TensorSpec([None], tf.int64))
+    if settings:
+        signature += [tf.TensorSpec([], tf.float32), tf.TensorSpec([], tf.float64)]
 
     def run(source_ids, *inputs):
         prefix_ids = inputs[0] if prefixes else None
         options = dict(prefix_ids=prefix_ids, attention_weights=attention_weights)
+        temperature = None
+        if settings:
+            *inputs, options["alpha"], temperature = inputs
         if sampling is not None:
-            return sample_search(model, source_ids, search, sampling, inputs[-1], **options)
+            return sample_search(model, source_ids, search, sampling, inputs[-1],
+                                 temperature=temperature, **options)
         if search.beam_size == 1:
             return greedy_search(model, source_ids, search, **options)
         return beam_search(model, source_ids, search, **options)

@@ -37,16 +37,17 @@ class LoadedModel(NamedTuple):
     metadata: dict
     search: SearchConfig = SearchConfig()
 
-    def translator(self, search=None, attention_weights=True, sampling=None):
+    def translator(self, search=None, attention_weights=True, sampling=None, settings=False):
         """A `Translator` for this model with `search` (a `SearchConfig`; the run's own,
         `self.search`, if None); `attention_weights=False` leaves the weights out
-        (`Hypothesis.weights` is None); `sampling` (a `Sampling`) draws translations."""
+        (`Hypothesis.weights` is None); `sampling` (a `Sampling`) draws translations;
+        `settings=True` takes alpha and the temperature at each call (`Translator`)."""
         from attncli.search.translation import Translator
 
         return Translator(
             self.model, self.source_tokenizer, self.target_tokenizer,
             self.search if search is None else search, self.source_end,
-            attention_weights=attention_weights, sampling=sampling,
+            attention_weights=attention_weights, sampling=sampling, settings=settings,
         )
 
 

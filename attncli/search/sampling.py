@@ -75,13 +75,15 @@ def uniforms(keys, t):
     return tf.cast(bits, tf.float64) * (2.0**-53)
 
 
-def sample_next_tokens(logits, sampling, u):
+def sample_next_tokens(logits, sampling, u, temperature=None):
     """One token per row drawn from `sampling`'s distribution of `logits`, at `u`.
 
     Args:
         logits: `(rows, V)`.
         sampling: a `Sampling`.
         u: float64 `(rows,)` in [0, 1).
+        temperature: a float64 scalar tensor in place of `sampling.temperature`, or
+            None. Defaults to None.
 
     Returns:
         log_probs: float32 `(rows, 1)`, `log p(y)` of the token drawn under the model
@@ -93,7 +95,9 @@ def sample_next_tokens(logits, sampling, u):
     token_ids = tf.range(vocabulary_size)
     emittable = tf.where((token_ids == PAD) | (token_ids == START), -math.inf, logits)
     model_log_probs = tf.nn.log_softmax(emittable, axis=-1)
-    tempered = tf.cast(emittable, tf.float64) / sampling.temperature
+    if temperature is None:
+        temperature = sampling.temperature
+    tempered = tf.cast(emittable, tf.float64) / temperature
     if sampling.method == "random":
         candidates = tempered  # (rows, V) in id order
         candidate_ids = tf.broadcast_to(token_ids, tf.shape(logits))

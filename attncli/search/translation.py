@@ -84,6 +84,11 @@ class Translator:
             Defaults to True.
         sampling: a `Sampling` to draw translations instead of searching (`search` then
             has `beam_size` 1, and `n` is `sampling.samples`), or None. Defaults to None.
+        settings: bool, `translate_graph` also takes the length penalty's `alpha`
+            (float32) and the sampling `temperature` (float64), scalars, after the seeds,
+            so that one trace serves every value (`translate(alpha=..., temperature=...)`;
+            a server's requests each ask for their own). Defaults to False: they are
+            those of `search` and `sampling`, constants of the graph.
 
     A prefix is tokenized by the target tokenizer as a text of its own and forced
     (`attncli.search.decoding`): the translation begins with its tokens, and its text
@@ -102,7 +107,7 @@ class Translator:
     """
 
     def __init__(self, model, source_tokenizer, target_tokenizer, search=None, source_end=False,
-                 attention_weights=True, sampling=None):
+                 attention_weights=True, sampling=None, settings=False):
         self.model = model
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
@@ -110,6 +115,7 @@ class Translator:
         self.source_end = source_end
         self.attention_weights = attention_weights
         self.sampling = sampling
+        self.settings = settings
         # Created here, outside any graph, so a SavedModel can track them.
         self.source_table = _lookup_table(source_tokenizer.vocabulary.tokens)
         self.target_table = _lookup_table(target_tokenizer.vocabulary.tokens)
@@ -117,13 +123,14 @@ class Translator:
         # Ids to token strings outside the graph, a batch at a time.
         self.target_vocabulary = np.array(target_tokenizer.vocabulary.tokens, dtype=object)
         self.search = compile_search(model, self.search_config, sampling=sampling, prefixes=True,
-                                     attention_weights=attention_weights)
+                                     attention_weights=attention_weights, settings=settings)
+        signature = [tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.string),
+                     tf.TensorSpec([None], tf.int64)]
+        if settings:
+            signature += [tf.TensorSpec([], tf.float32), tf.TensorSpec([], tf.float64)]
         # Traced once (any batch of strings), without AutoGraph, as the search is.
         self.translate_graph = tf.function(
-            self._translate_graph,
-            input_signature=[tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.string),
-                             tf.TensorSpec([None], tf.int64)],
-            autograph=False,
+            self._translate_graph, input_signature=signature, autograph=False,
         )
 
     @property
@@ -157,10 +164,26 @@ class Translator:
             tf.where(reserved, tf.cast(UNK, ids.dtype), ids.flat_values)
         ).to_tensor(PAD)
 
-    def _translate_graph(self, texts, prefixes, seeds):
+    def _settings(self, alpha=None, temperature=None):
+        """The graph's `alpha` and `temperature` inputs: those given, else the search's
+        and the sampling's own; none without `settings`."""
+        if not self.settings:
+            if alpha is not None or temperature is not None:
+                raise ValueError("alpha and temperature are inputs of a Translator made "
+                                 "with settings=True only")
+            return ()
+        if alpha is None:
+            alpha = self.search_config.alpha
+        if temperature is None:
+            temperature = self.sampling.temperature if self.sampling is not None else 1.0
+        return tf.constant(alpha, tf.float32), tf.constant(temperature, tf.float64)
+
+    def _translate_graph(self, texts, prefixes, seeds, *settings):
         source_tokens, source_ids = self.source_ids(texts)
         inputs = (source_ids, self.prefix_ids(prefixes))
-        hypotheses = self.search(*inputs, seeds) if self.sampling else self.search(*inputs)
+        if self.sampling:
+            inputs += (seeds,)
+        hypotheses = self.search(*inputs, *settings)
         batch_size, n, steps = tf.unstack(tf.shape(hypotheses.token_ids))
         flat_ids = tf.reshape(hypotheses.token_ids, [batch_size * n, steps])
         lengths = tf.reshape(hypotheses.lengths, [-1])
@@ -189,7 +212,7 @@ class Translator:
             prefixes = tf.fill(tf.shape(texts), "")
         if seeds is None:
             seeds = tf.zeros(tf.shape(texts), tf.int64)
-        outputs = self.translate_graph(texts, prefixes, seeds)
+        outputs = self.translate_graph(texts, prefixes, seeds, *self._settings())
         return {"translations": outputs["translations"], "scores": outputs["scores"]}
 
     def check_prefixes(self, texts, prefixes):
@@ -232,7 +255,8 @@ class Translator:
                     index,
                 )
 
-    def translate(self, texts, batch_size=64, prefixes=None, seeds=None):
+    def translate(self, texts, batch_size=64, prefixes=None, seeds=None, alpha=None,
+                  temperature=None):
         """Translations of a list of strings, in order.
 
         Sentences are translated `batch_size` at a time, grouped by length so that
@@ -245,6 +269,10 @@ class Translator:
                 (`check_prefixes`). Defaults to None.
             seeds: each text's seed (an int in [0, 2**63 - 1]) for sampling, or None
                 (seed 0). Defaults to None.
+            alpha, temperature: the length penalty's alpha and the sampling temperature
+                of this call, in place of the search's and the sampling's own (checked
+                by the caller: a `SearchConfig` and a `Sampling` check them); a
+                Translator made with `settings=True` only. Defaults to None.
 
         Returns:
             A list of `Translation`, one per text.
@@ -259,6 +287,7 @@ class Translator:
         if not len(prefixes) == len(seeds) == len(texts):
             raise ValueError(f"{len(texts)} texts need as many prefixes and seeds. "
                              f"Received: {len(prefixes)} prefixes, {len(seeds)} seeds")
+        settings = self._settings(alpha, temperature)
         self.check_prefixes(texts, prefixes)
         order = sorted(range(len(texts)), key=lambda index: len(texts[index].split()))
         results = [None] * len(texts)
@@ -269,6 +298,7 @@ class Translator:
                 tf.constant(batch, tf.string),
                 tf.constant([prefixes[index] for index in indices], tf.string),
                 tf.constant([seeds[index] for index in indices], tf.int64),
+                *settings,
             )
             arrays = {name: tensor.numpy() for name, tensor in outputs.items()}
             for row, index in enumerate(indices):

@@ -5,9 +5,11 @@ A `ServedModel` is one name: a run, or an ensemble of runs (`load_ensemble`, as
 with a request's `beam`, `alpha` and `n_best` applied, as `attncli translate` applies
 its options; a translation request's `Decoding` adds its prefix and its sampling and
 seed. Each search and sampling (with or without attention weights) has its own
-`Translator`, traced on its first batch; prefixes and seeds are its inputs. The run's
-own search and greedy search are traced when the server starts; others when first asked
-for, kept for the next requests (the eight last used, beside those two).
+`Translator`, traced on its first batch; prefixes, seeds, the length penalty's alpha and
+the sampling temperature are its inputs, so requests that differ in those alone share
+one trace (`traced_as`). The run's own search and greedy search are traced when the
+server starts; others when first asked for, kept for the next requests (the eight last
+used, beside those two).
 
 Every method that runs TensorFlow is called on the batcher's worker thread.
 """
@@ -72,6 +74,15 @@ class Decoding(NamedTuple):
 def decoding_of(setting):
     """A `Decoding` of a `SearchConfig` (nothing more asked) or of a `Decoding`."""
     return setting if isinstance(setting, Decoding) else Decoding(setting)
+
+
+def traced_as(search, sampling):
+    """What a `Translator`'s trace depends on: `search` and `sampling` without the alpha
+    and the temperature, which it takes at each call."""
+    search = dataclasses.replace(search, alpha=0.0)
+    if sampling is not None:
+        sampling = dataclasses.replace(sampling, temperature=1.0)
+    return search, sampling
 
 
 class ServedModel:
@@ -154,18 +165,20 @@ class ServedModel:
     def start(self):
         """Trace the run's search and greedy search (without attention weights)."""
         for search in (self.defaults, self.greedy):
-            if search not in self._started:
-                self._started[search] = self._translator(search, False)
-                self._started[search].translate(["."])
+            key, _ = traced_as(search, None)
+            if key not in self._started:
+                self._started[key] = self._translator(search, False)
+                self._started[key].translate(["."])
         self.measure(self.defaults, [["."]])
 
     def translator(self, search, weights):
         """The `Translator` of `search` (a `SearchConfig` or a `Decoding`: its search and
         sampling), with attention weights if `weights`."""
         search, sampling = decoding_of(search)[:2]
-        if not weights and sampling is None and search in self._started:
-            return self._started[search]
-        key = (search, sampling, weights)
+        traced = traced_as(search, sampling)
+        if not weights and sampling is None and traced[0] in self._started:
+            return self._started[traced[0]]
+        key = (*traced, weights)
         if key in self._translators:
             self._translators.move_to_end(key)
         else:
@@ -175,7 +188,8 @@ class ServedModel:
         return self._translators[key]
 
     def _translator(self, search, weights, sampling=None):
-        return self.loaded.translator(search, attention_weights=weights, sampling=sampling)
+        return self.loaded.translator(search, attention_weights=weights, sampling=sampling,
+                                      settings=True)
 
     def measure(self, search, requests):
         """The cost of each text of each request (a list of lists of texts) for the
@@ -235,7 +249,8 @@ class ServedModel:
         decoding = decoding_of(search)
         return self.translator(decoding, weights).translate(
             texts, batch_size=TRANSLATE_BATCH, prefixes=[decoding.prefix] * len(texts),
-            seeds=[decoding.seed] * len(texts),
+            seeds=[decoding.seed] * len(texts), alpha=decoding.search.alpha,
+            temperature=None if decoding.sampling is None else decoding.sampling.temperature,
         )
 
     def inspect(self, text, search):
@@ -261,7 +276,7 @@ class ServedModel:
         if isinstance(measured, TextTooLong):
             raise measured
         translator = self.translator(search, True)
-        [translation] = translator.translate([text])
+        [translation] = translator.translate([text], alpha=decoding_of(search).search.alpha)
         view = inspect_sentence(self.loaded, translator, translation)
         self._views[key] = view
         if len(self._views) > KEPT_VIEWS:
