@@ -12,8 +12,9 @@ from attncli.scores import ALIGNMENTS, LOCAL_SCORES, SCORES, AlignmentName, Scor
 
 @dataclasses.dataclass(frozen=True)
 class ModelSettings:
-    """Sizes and choices of the encoder-decoder, each side recurrent or self-attention:
-    the `model:` section of a run, validated when it is read.
+    """Sizes and choices of the encoder-decoder, each side recurrent or self-attention
+    (the encoder also both, in cascade): the `model:` section of a run, validated when
+    it is read.
 
     The vocabulary sizes are not among them: they are facts of the data, learned with
     the vocabularies, and `sized` joins them to these settings in a `ModelConfig`.
@@ -27,14 +28,26 @@ class ModelSettings:
         units: int, size of every recurrent state. Defaults to 256.
         cell: `"gru"` or `"lstm"`, the recurrent cell of encoder and decoder.
             Defaults to `"gru"`.
-        encoder: `"rnn"` (recurrent layers) or `"self-attention"` (Vaswani et
+        encoder: `"rnn"` (recurrent layers), `"self-attention"` (Vaswani et
             al. 2017: positional embedding, then blocks of multi-head
-            self-attention and a feed-forward network, of size `embedding_dim`).
-            A self-attention encoder has no final state: an RNN decoder starts
-            from the mean of its outputs over the real positions, through the
-            bridge. Defaults to `"rnn"`.
-        encoder_layers: int >= 1, stacked encoder layers (recurrent layers or
-            self-attention blocks). Defaults to 1.
+            self-attention and a feed-forward network, of size `embedding_dim`)
+            or `"cascade"` (Chen et al. 2018: the recurrent layers, then
+            `encoder_blocks` self-attention blocks on their outputs, with no
+            position encoding; their outputs `r` of R features, R = `2 * units`
+            with `merge_mode: concat` else `units`, enter the blocks as
+            `x_0 = W_p r + b_p` of `embedding_dim` when R != `embedding_dim`, as
+            `r` otherwise). A self-attention
+            encoder has no final state: an RNN decoder starts from the mean of
+            its outputs over the real positions, through the bridge; a cascade's
+            decoder starts from its recurrent layers' final state, as under
+            `"rnn"`, and attends over its blocks' outputs. Defaults to `"rnn"`.
+        encoder_layers: int >= 1, stacked encoder layers (recurrent layers; the
+            self-attention encoder's blocks). Defaults to 1.
+        encoder_blocks: int >= 1, the cascade encoder's self-attention blocks
+            above its `encoder_layers` recurrent layers (they take `heads`,
+            `feed_forward_dim`, `activation`, `norm`, `dropout` and
+            `attention_dropout` like every block). The other encoders have none.
+            Defaults to 1.
         bidirectional: bool, whether every encoder layer reads both ways.
             Defaults to True.
         merge_mode: `"sum"` or `"concat"`, how the two directions combine (outputs
@@ -77,7 +90,9 @@ class ModelSettings:
             block) or `"post"` (`LayerNorm(x + f(x))`, as Vaswani et al.).
             Defaults to `"pre"`.
         position_encoding: `"sinusoidal"` or `"learned"`, added to the
-            self-attention sides' scaled embeddings. Defaults to `"sinusoidal"`.
+            self-attention sides' scaled embeddings (not to a cascade's blocks,
+            whose order comes from its recurrent layers). Defaults to
+            `"sinusoidal"`.
         max_positions: int >= 1, the rows of the learned position table
             (positions past it share its last row). Defaults to 256.
         attention_dropout: float in `[0, 1)`, dropout on the self-attention
@@ -93,8 +108,9 @@ class ModelSettings:
     embedding_dim: int = 256
     units: int = 256
     cell: Literal["gru", "lstm"] = "gru"
-    encoder: Literal["rnn", "self-attention"] = "rnn"
+    encoder: Literal["rnn", "self-attention", "cascade"] = "rnn"
     encoder_layers: int = 1
+    encoder_blocks: int = 1
     bidirectional: bool = True
     merge_mode: Literal["sum", "concat"] = "sum"
     bridge: Literal["dense", "zeros", "copy"] = "dense"
@@ -116,8 +132,8 @@ class ModelSettings:
     tie_embeddings: Literal["none", "target", "all"] = "none"
 
     def __post_init__(self):
-        for name in ("embedding_dim", "units", "encoder_layers", "decoder_layers", "window",
-                     "heads", "max_positions"):
+        for name in ("embedding_dim", "units", "encoder_layers", "encoder_blocks",
+                     "decoder_layers", "window", "heads", "max_positions"):
             if getattr(self, name) < 1:
                 raise ValueError(
                     f"{name} must be a positive integer. Received: {name}={getattr(self, name)}"
@@ -150,17 +166,17 @@ class ModelSettings:
             raise ValueError(
                 f"score={self.score!r} compares the decoder state with the encoder "
                 "outputs directly, so they must have the same size; use "
-                "merge_mode='sum' (with a self-attention encoder, embedding_dim = units) "
-                "or another score. Received: "
+                "merge_mode='sum' (with a self-attention or cascade encoder, "
+                "embedding_dim = units) or another score. Received: "
                 f"units={self.units} and encoder outputs of {self.memory_dim} "
                 f"(merge_mode={self.merge_mode!r})"
             )
         if (self.bridge == "copy" and self.decoder != "self-attention"
-                and self.memory_dim != self.units):
+                and self.final_state_dim != self.units):
             raise ValueError(
                 "bridge='copy' needs the encoder's final state to have the decoder's "
                 "size; use bridge='dense'. Received: "
-                f"units={self.units} and encoder states of {self.memory_dim} "
+                f"units={self.units} and encoder states of {self.final_state_dim} "
                 f"(merge_mode={self.merge_mode!r})"
             )
 
@@ -170,10 +186,17 @@ class ModelSettings:
                 "feed_forward_dim must be a positive integer or None. "
                 f"Received: feed_forward_dim={self.feed_forward_dim}"
             )
-        if "self-attention" in (self.encoder, self.decoder) and self.embedding_dim % self.heads:
+        if ((self.self_attention_encoder or self.decoder == "self-attention")
+                and self.embedding_dim % self.heads):
             raise ValueError(
                 f"heads must divide embedding_dim, the size of the self-attention blocks "
                 f"({self.embedding_dim}). Received: heads={self.heads}"
+            )
+        if self.encoder != "cascade" and self.encoder_blocks != 1:
+            raise ValueError(
+                f"encoder_blocks applies to the cascade encoder; the {self.encoder} "
+                "encoder's layers are encoder_layers. "
+                f"Received: encoder_blocks={self.encoder_blocks}"
             )
         if self.decoder != "self-attention" and self.decoder_layers != 1:
             raise ValueError(
@@ -208,14 +231,29 @@ class ModelSettings:
         return self.feed_forward_dim or 4 * self.embedding_dim
 
     @property
-    def memory_dim(self):
-        """Features of each encoder output: `embedding_dim` for a self-attention encoder,
-        `2 * units` for concatenated directions, else `units`."""
-        if self.encoder == "self-attention":
-            return self.model_dim
+    def self_attention_encoder(self):
+        """Whether the encoder has self-attention blocks (`self-attention`, `cascade`)."""
+        return self.encoder in ("self-attention", "cascade")
+
+    @property
+    def recurrent_dim(self):
+        """Features of each recurrent encoder output and of its final state: `2 * units`
+        for concatenated directions, else `units`."""
         if self.bidirectional and self.merge_mode == "concat":
             return 2 * self.units
         return self.units
+
+    @property
+    def memory_dim(self):
+        """Features of each encoder output, the annotations the decoder attends over:
+        `embedding_dim` for a self-attention or cascade encoder, else `recurrent_dim`."""
+        return self.model_dim if self.self_attention_encoder else self.recurrent_dim
+
+    @property
+    def final_state_dim(self):
+        """Features of the encoder's final state, which the bridge reads: `embedding_dim`
+        for a self-attention encoder (the mean of its outputs), else `recurrent_dim`."""
+        return self.model_dim if self.encoder == "self-attention" else self.recurrent_dim
 
     @property
     def stepwise(self):

@@ -1,10 +1,12 @@
 """The attentional encoder-decoder: each side recurrent (Bahdanau et al. 2015; Luong et
-al. 2015) or self-attention (Vaswani et al. 2017)."""
+al. 2015) or self-attention (Vaswani et al. 2017), the encoder also both in cascade (Chen
+et al. 2018)."""
 
 import keras
 from keras import ops
 
 from attncli.config.model import ModelConfig
+from attncli.model.cascade_encoder import CascadeEncoder
 from attncli.model.decoder import BahdanauDecoder, LuongDecoder
 from attncli.model.encoder import Encoder
 from attncli.model.transformer_decoder import TransformerDecoder
@@ -19,9 +21,11 @@ class Seq2Seq(keras.Model):
         s_0 = bridge(h_final)             dense: tanh(W_b h_final + b_b); zeros; copy
         logits_t = Decoder(y_{<t}, s_0, h_1 .. h_S)
 
-    `config.encoder` picks the recurrent `Encoder` or the `TransformerEncoder`,
+    `config.encoder` picks the recurrent `Encoder`, the `TransformerEncoder`,
     whose `h_final` is the mean of its outputs over the real positions (it has no
-    recurrent state); `config.decoder` picks `BahdanauDecoder`, `LuongDecoder` or
+    recurrent state), or the `CascadeEncoder` (the recurrent layers, then
+    self-attention blocks: `h` its blocks' outputs, `h_final` its recurrent layers'
+    final state); `config.decoder` picks `BahdanauDecoder`, `LuongDecoder` or
     the `TransformerDecoder`, which needs no bridge (its state is its cache of
     keys and values, empty at the start). Every combination trains.
 
@@ -79,12 +83,22 @@ class Seq2Seq(keras.Model):
                 embedding=self.shared_embedding, name="encoder", **blocks,
             )
         else:
-            self.encoder = Encoder(
-                config.source_vocab_size, config.embedding_dim, config.units, config.cell,
+            recurrent = dict(
                 num_layers=config.encoder_layers, bidirectional=config.bidirectional,
                 merge_mode=config.merge_mode, dropout=config.dropout,
                 embedding=self.shared_embedding, name="encoder",
             )
+            if config.encoder == "cascade":
+                self.encoder = CascadeEncoder(
+                    config.source_vocab_size, config.embedding_dim, config.units,
+                    config.cell, num_blocks=config.encoder_blocks, num_heads=config.heads,
+                    feed_forward_dim=config.inner_dim, norm=config.norm,
+                    activation=config.activation,
+                    attention_dropout=config.attention_dropout, **recurrent,
+                )
+            else:
+                self.encoder = Encoder(config.source_vocab_size, config.embedding_dim,
+                                       config.units, config.cell, **recurrent)
         self.num_states = 2 if config.cell == "lstm" else 1
         # One dense bridge per state tensor: h, and c for an LSTM.
         dense = config.bridge == "dense" and not self.self_attention_decoder
@@ -114,6 +128,11 @@ class Seq2Seq(keras.Model):
         self.build()
 
     @property
+    def self_attention_encoder(self):
+        """Whether the encoder has self-attention blocks (`self-attention`, `cascade`)."""
+        return self.config.self_attention_encoder
+
+    @property
     def self_attention_decoder(self):
         return self.config.decoder == "self-attention"
 
@@ -122,7 +141,7 @@ class Seq2Seq(keras.Model):
             self.shared_embedding.build()
         self.encoder.build()
         for layer in self.bridge_layers:
-            layer.build((None, self.config.memory_dim))
+            layer.build((None, self.config.final_state_dim))
         self.decoder.build()
         self.built = True
 
@@ -217,12 +236,13 @@ class Seq2Seq(keras.Model):
 
         Returns:
             dict of lists with one entry per layer, each `(batch_size, heads, Tq,
-            Tv)`: `"encoder"` (self-attention encoders; else empty), `"decoder"`
-            (self-attention decoders' own; else empty) and `"cross"`, over the
-            source (an RNN decoder's one attention as a single head).
+            Tv)`: `"encoder"` (the blocks of self-attention and cascade encoders;
+            else empty), `"decoder"` (self-attention decoders' own; else empty) and
+            `"cross"`, over the source (an RNN decoder's one attention as a single
+            head).
         """
         encoder_maps = []
-        if self.config.encoder == "self-attention":
+        if self.self_attention_encoder:
             values, final_state, source_mask, encoder_maps = self.encoder(
                 source_ids, return_attention_scores=True
             )

@@ -33,6 +33,9 @@ def minimum_parameter_count(config):
         attention block  3 E E + 2 E F     per block: the query, key and value
                          projections of its self-attention and its feed-forward
                          network of inner size F (default 4E)
+        cascade          the recurrent layers, R E for the projection of their
+                         outputs (R = U, or 2U concatenated) when R != E, and its
+                         attention blocks
         output layer     H V_tgt + V_tgt   H = U after an RNN decoder, E after a
                          self-attention one
 
@@ -54,9 +57,12 @@ def minimum_parameter_count(config):
         encoder = config.encoder_layers * block
     else:
         directions = 2 if config.bidirectional else 1
-        concatenated = config.bidirectional and config.merge_mode == "concat"
-        inputs = [embedding] + [units * (2 if concatenated else 1)] * (config.encoder_layers - 1)
+        inputs = [embedding] + [config.recurrent_dim] * (config.encoder_layers - 1)
         encoder = sum(gates * (size * units + units * units) * directions for size in inputs)
+    if config.encoder == "cascade":
+        if config.recurrent_dim != embedding:
+            encoder += config.recurrent_dim * embedding
+        encoder += config.encoder_blocks * block
     if config.decoder == "self-attention":
         decoder, output_size = config.decoder_layers * block, embedding
     else:

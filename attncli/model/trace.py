@@ -235,7 +235,7 @@ def trace_attention(model, source_ids, target_in_ids, attention="cross", layer=1
                          f"Received: attention={attention!r}")
     config = model.config
     if attention == "encoder":
-        if config.encoder != "self-attention":
+        if not config.self_attention_encoder:
             raise ValueError("the encoder is recurrent: it has no self-attention")
         blocks = model.encoder.blocks
         _check_layer(layer, len(blocks))
@@ -270,11 +270,13 @@ def _check_layer(layer, count):
 def _encoder_attention_inputs(encoder, source_ids, layer):
     """What block `layer`'s self-attention reads: its sublayer input `(1, S, d)`.
 
-    The blocks before it run as the encoder runs them (their own call)."""
+    The first block's input is the encoder's own (`blocks_input`: the embedded source,
+    or a cascade's recurrent outputs); the blocks before it run as the encoder runs them
+    (their own call)."""
     from keras import ops
 
     source_mask = ops.not_equal(source_ids, 0)
-    x = encoder.embed(source_ids)
+    x = encoder.blocks_input(source_ids)
     for block in encoder.blocks[: layer - 1]:
         x = block(x, source_mask)
     block = encoder.blocks[layer - 1]

@@ -1,6 +1,6 @@
 """The self-attention encoder (Vaswani et al. 2017, section 3.1), and the block pieces
-the self-attention decoder shares: residual sublayers with pre- or post-norm, and the
-position-wise feed-forward network."""
+the self-attention decoder and the cascade encoder share: residual sublayers with pre- or
+post-norm, the position-wise feed-forward network, the encoder blocks."""
 
 import keras
 from keras import ops
@@ -142,6 +142,24 @@ class EncoderBlock(ResidualBlock):
         return (x, weights) if return_attention_scores else x
 
 
+def run_encoder_blocks(blocks, final_norm, x, source_mask, training=None):
+    """`EncoderBlock`s over `x` `(batch_size, S, d)`, then `final_norm` (None with
+    post-norm): the self-attention encoder's and the cascade encoder's upper half.
+
+    Returns:
+        `(outputs, weights)`: outputs `(batch_size, S, d)`, zero at padding, and the
+        list, per block, of self-attention weights `(batch_size, num_heads, S, S)`.
+    """
+    all_weights = []
+    for block in blocks:
+        x, weights = block(x, source_mask, training=training, return_attention_scores=True)
+        all_weights.append(weights)
+    if final_norm is not None:
+        x = final_norm(x)
+    # outputs: batch x S x d, zero at padding
+    return x * ops.cast(source_mask[:, :, None], x.dtype), all_weights
+
+
 class SelfAttentionStack(keras.layers.Layer):
     """Positional embedding, `num_layers` blocks and, with pre-norm, a final LayerNorm:
     what the self-attention encoder and decoder share.
@@ -261,16 +279,16 @@ class TransformerEncoder(SelfAttentionStack):
     def output_dim(self):
         return self.model_dim
 
+    def blocks_input(self, source_ids, training=None):
+        """What the first block reads: `x_0 = Dropout(sqrt(d) E[x_s] + PE(s))`."""
+        return self.embed(source_ids, training=training)
+
     def call(self, source_ids, training=None, return_attention_scores=False):
         source_mask = ops.not_equal(source_ids, 0)
-        x = self.embed(source_ids, training=training)
-        all_weights = []
-        for block in self.blocks:
-            x, weights = block(x, source_mask, training=training, return_attention_scores=True)
-            all_weights.append(weights)
-        real = ops.cast(source_mask[:, :, None], x.dtype)
-        # outputs: batch x S x model_dim, zero at padding
-        outputs = self.finish(x) * real
+        x = self.blocks_input(source_ids, training=training)
+        outputs, all_weights = run_encoder_blocks(self.blocks, self.final_norm, x,
+                                                  source_mask, training=training)
+        real = ops.cast(source_mask[:, :, None], outputs.dtype)
         count = ops.maximum(ops.sum(real, axis=1), 1.0)
         summary = ops.sum(outputs, axis=1) / count
         if return_attention_scores:

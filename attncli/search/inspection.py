@@ -218,9 +218,8 @@ def inspect_sentence(loaded, translator, translation, hypothesis=0):
     emitted = [vocabulary.id_of(token) for token in tokens]
     target_in_ids = tf.constant([[START] + emitted[:-1]], tf.int32)
     decoder_inputs = [START_LABEL] + tokens[:-1]
-    config = model.config
     maps = {"encoder": [], "decoder": [], "cross": []}
-    if config.encoder == "self-attention" or model.self_attention_decoder:
+    if model.self_attention_encoder or model.self_attention_decoder:
         maps = model.attention_maps(source_ids, target_in_ids)
     rows = len(tokens)
 
