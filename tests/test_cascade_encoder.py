@@ -319,3 +319,23 @@ def test_the_cascade_run_translates_and_shows_its_weights(trained):
     for name in ("encoder/layer_0_backward", "encoder/projection/kernel",
                  "encoder/block_1/self_attention/W_q", "encoder/final_norm/gamma"):
         assert name in weights
+
+
+@pytest.mark.slow
+def test_the_cascade_run_shows_its_blocks_attention_and_walks_a_step(trained):
+    shown = in_process("inspect-weights", trained, "--text", "Tengo hambre.", "--attention",
+                       "encoder", "--layer", "2", "--head", "1", "--step", "2").stdout
+    words = " ".join(shown.split())
+    assert "encoder self-attention weights (layer 2 of 2, head 1 of 2)" in words
+    assert "encoder attention, layer 2, head 1: query 2 'hambre'" in words
+
+
+@pytest.mark.slow
+def test_the_cascade_run_exports_and_the_export_translates_as_attncli_does(trained, tmp_path):
+    # `attncli export` checks its SavedModel in a fresh Python: each signature must
+    # translate the samples as `attncli translate` does, or it fails.
+    result = in_process("export", trained, tmp_path / "export", "--sample", "Tengo hambre.")
+    assert "every signature translates as attncli translate does" in " ".join(
+        result.stderr.split())
+    assert (tmp_path / "export" / "saved_model.pb").is_file()
+
