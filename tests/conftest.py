@@ -29,3 +29,19 @@ def pytest_itemcollected(item):
               for definition in definitions}
     if scopes & SHARED_SCOPES:
         item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under `--dist loadgroup`, the slow tests of no group are collected first.
+
+    pytest-xdist hands out the groups first (most tests first), then every other test
+    one by one in the order collected, the files' alphabetical order: the run would end
+    on whatever slow tests the last files hold (test_workflow's trainings, tens of
+    seconds each), one worker busy with them while the other has nothing left. Collected
+    first, they go out right after the groups, and the run ends on tests of a second or
+    less. Their order among themselves, and every other test's, is kept.
+    """
+    if getattr(config.option, "dist", "no") != "loadgroup":
+        return
+    items.sort(key=lambda item: not (item.get_closest_marker("slow") is not None
+                                     and item.get_closest_marker("xdist_group") is None))
