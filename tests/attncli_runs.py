@@ -2,6 +2,8 @@
 
 `trained` (import it into a test module) is one tiny run (`configs/tiny-test.yaml`, one
 epoch) trained once a session for every module; `run` gives each test its own copy of it.
+`trained_two_epochs` is the tiny config's own two epochs with a learning-rate warmup,
+also trained once a session (test_workflow and test_events read it).
 """
 
 import os
@@ -12,12 +14,15 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from built_once import built_once
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "configs" / "tiny-test.yaml"
+# `trained_two_epochs`' learning-rate warmup: over its first 40 steps (of 56).
+WARMUP_STEPS = 40
 # Wide enough that Rich never wraps a progress line (a path) on stderr.
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3", "COLUMNS": "500"}
 
@@ -96,3 +101,21 @@ def run(trained, tmp_path):
     copy = tmp_path / "run"
     shutil.copytree(trained, copy)
     return copy
+
+
+def train_tiny_two_epochs(work):
+    result = succeeds(attncli("train", TINY, "--run-dir", "run",
+                              "--set", f"training.warmup_steps={WARMUP_STEPS}", cwd=work))
+    (work / "train.stdout").write_text(result.stdout, "utf-8")
+    (work / "train.stderr").write_text(result.stderr, "utf-8")
+
+
+@pytest.fixture(scope="session")
+def trained_two_epochs(tmp_path_factory):
+    """The tiny config's two epochs with a learning-rate warmup of `WARMUP_STEPS`,
+    trained to the end once a session: `(run, result)`, `result` the training's `stdout`
+    and `stderr`. Read it only; copy it to change it."""
+    work = built_once(tmp_path_factory, "tiny-two-epochs-warmup", train_tiny_two_epochs)
+    result = SimpleNamespace(stdout=(work / "train.stdout").read_text("utf-8"),
+                             stderr=(work / "train.stderr").read_text("utf-8"))
+    return work / "run", result

@@ -3,7 +3,10 @@
 The events are read back with TensorFlow's own reader (`summary_iterator`) and
 compared with `metrics.jsonl`, and the learning rate with the schedule's formula
 (`TrainingConfig`: `peak * (step + 1) / warmup_steps` during warmup). The runs are
-tiny (`configs/tiny-test.yaml`) `python -m attncli` subprocesses.
+tiny (`configs/tiny-test.yaml`); the one most tests read is the session's
+`attncli_runs.trained_two_epochs` (a `python -m attncli` subprocess), which test_workflow
+also reads; `training.stop_metric`'s run trains in the test's process (`train`), the
+resumed runs in subprocesses (one in a mount namespace of its own).
 """
 
 import io
@@ -14,15 +17,19 @@ import subprocess
 
 import numpy as np
 import pytest
-from attncli_runs import TINY, attncli, succeeds, train_before_tensorflow
+from attncli_runs import TINY, WARMUP_STEPS, attncli, succeeds, train_before_tensorflow
+from attncli_runs import trained_two_epochs  # noqa: F401 (a fixture)
 from cli_errors import one_line_error
 from test_reliability import attncli_line, in_namespace
+from typer.testing import CliRunner
+
+from attncli.cli.app import app
 
 from attncli.config.run import load_run_config
 from attncli.config.schema import ConfigError, save_yaml
 from attncli.training.stop_metric import StopMetric
 
-PEAK, WARMUP = 0.01, 40
+PEAK, WARMUP = 0.01, WARMUP_STEPS  # the tiny config's learning rate
 SETTINGS = ["--set", f"training.warmup_steps={WARMUP}"]
 
 
@@ -45,6 +52,14 @@ def events(directory):
     return found
 
 
+def train(*args):
+    """`attncli train ARGS` in this process, which must succeed."""
+    # As wide as attncli_runs's subprocesses: Rich wraps no progress line (a path).
+    result = CliRunner().invoke(app, ["train", *map(str, args)], env={"COLUMNS": "500"})
+    assert result.exit_code == 0, result.output
+    return result
+
+
 def records(run):
     return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
 
@@ -64,17 +79,9 @@ def expected_best(records, key, lower_is_better):
     return flags
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """A tiny run of two epochs with a learning-rate warmup."""
-    work = tmp_path_factory.mktemp("events")
-    result = succeeds(attncli("train", TINY, "--run-dir", "run", *SETTINGS, cwd=work))
-    return work / "run", result
-
-
 @pytest.mark.slow
-def test_events_hold_the_training_curves_at_the_global_step(trained):
-    run, _ = trained
+def test_events_hold_the_training_curves_at_the_global_step(trained_two_epochs):  # noqa: F811
+    run, _ = trained_two_epochs
     train = events(run / "events" / "train")
     last_step = records(run)[-1]["step"]
     steps = list(range(10, last_step + 1, 10))
@@ -90,10 +97,11 @@ def test_events_hold_the_training_curves_at_the_global_step(trained):
 
 
 @pytest.mark.slow
-def test_events_hold_each_evaluation_and_three_attention_pictures(trained):
+def test_events_hold_each_evaluation_and_three_attention_pictures(
+        trained_two_epochs):  # noqa: F811
     from PIL import Image
 
-    run, _ = trained
+    run, _ = trained_two_epochs
     valid = events(run / "events" / "valid")
     evaluations = records(run)
     for tag, key in (("loss", "valid_loss"), ("nll", "valid_nll"), ("bleu", "bleu"),
@@ -113,8 +121,9 @@ def test_events_hold_each_evaluation_and_three_attention_pictures(trained):
 
 
 @pytest.mark.slow
-def test_resume_appends_events_without_repeating_or_going_back(trained, tmp_path):
-    source, _ = trained
+def test_resume_appends_events_without_repeating_or_going_back(
+        trained_two_epochs, tmp_path):  # noqa: F811
+    source, _ = trained_two_epochs
     run = tmp_path / "run"
     shutil.copytree(source, run)
     # Back to the checkpoint written before the last evaluation, as if the process had
@@ -144,10 +153,9 @@ def test_resume_appends_events_without_repeating_or_going_back(trained, tmp_path
 
 @pytest.mark.slow
 def test_stop_metric_loss_keeps_the_lowest_validation_loss(tmp_path):
-    result = succeeds(attncli("train", TINY, "--run-dir", "run", *SETTINGS,
-                              "--set", "training.epochs=4", "--set", "training.stop_metric=loss",
-                              cwd=tmp_path))
     run = tmp_path / "run"
+    result = train(TINY, "--run-dir", run, *SETTINGS,
+                   "--set", "training.epochs=4", "--set", "training.stop_metric=loss")
     evaluations = records(run)
     flags = [record["best"] for record in evaluations]
     assert flags == expected_best(evaluations, "valid_loss", lower_is_better=True)
@@ -162,8 +170,8 @@ def test_stop_metric_loss_keeps_the_lowest_validation_loss(tmp_path):
 
 @pytest.mark.slow
 def test_a_full_disk_under_the_events_is_reported_once_and_training_goes_on(
-        trained, tmp_path):
-    source, _ = trained
+        trained_two_epochs, tmp_path):  # noqa: F811
+    source, _ = trained_two_epochs
     run = tmp_path / "run"
     shutil.copytree(source, run)
     # The tmpfs is mounted on the run's own folder: a run refuses a symbolic link.

@@ -3,7 +3,9 @@
 process; from stdin, a pipe of a subprocess).
 
 The runs use `configs/tiny-test.yaml` (600 bundled pairs, a 32-unit model): seconds
-of training, enough to exercise every path.
+of training, enough to exercise every path. The finished run most tests read is the
+session's `attncli_runs.trained_two_epochs` (the config's two epochs, with a
+learning-rate warmup for test_events, which reads it too).
 """
 
 import json
@@ -16,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from attncli_process import attncli
-from attncli_runs import train_tiny
+from attncli_runs import train_tiny, trained_two_epochs  # noqa: F401 (a fixture)
 from built_once import built_once
 from cli_errors import one_line_error
 from shared_data import shared_data
@@ -30,16 +32,15 @@ TINY = REPO / "configs" / "tiny-test.yaml"
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """One tiny run, trained to the end."""
-    work = tmp_path_factory.mktemp("work")
-    result = attncli("train", TINY, "--run-dir", "runs/tiny", cwd=work)
-    return work, work / "runs" / "tiny", result
+@pytest.fixture
+def trained(trained_two_epochs):  # noqa: F811 (the fixture)
+    """The session's finished two-epoch run and what its training printed: `(run,
+    result)`. Read only: a test that changes it works on a copy."""
+    return trained_two_epochs
 
 
 def test_train_writes_a_complete_run(trained):
-    work, run, result = trained
+    run, result = trained
     summary = json.loads(result.stdout)
     assert summary["epochs"] == 2
     for name in ("run.json", "config.yaml", "source.vocab.txt", "target.vocab.txt",
@@ -54,7 +55,7 @@ def test_train_writes_a_complete_run(trained):
 
 
 def test_train_scores_the_best_model_on_the_test_split(trained):
-    work, run, result = trained
+    run, result = trained
     summary = json.loads(result.stdout)
     test = json.loads((run / "test.json").read_text())
     assert test["sentences"] == 30 and test["references"] == "normalised"
@@ -111,19 +112,19 @@ def translate(run, *args):
 
 
 def test_translate_is_line_aligned_from_arguments_file_and_stdin(trained, tmp_path):
-    work, run, _ = trained
+    run, _ = trained
     lines = ["Tengo un gato.", "", "¿Dónde está?"]
     from_args = translate(run, *lines).stdout.splitlines()
     assert len(from_args) == 3 and from_args[1] == "" and from_args[0]
     source = tmp_path / "input.txt"
     source.write_text("\n".join(lines) + "\n", encoding="utf-8")
     assert translate(run, "--input", source).stdout.splitlines() == from_args
-    stdin = attncli("translate", run, cwd=work, stdin="\n".join(lines) + "\n")
+    stdin = attncli("translate", run, cwd=tmp_path, stdin="\n".join(lines) + "\n")
     assert stdin.stdout.splitlines() == from_args
 
 
-def test_translate_formats_nbest_and_reference(trained):
-    work, run, _ = trained
+def test_translate_formats_nbest_and_reference(trained, tmp_path):
+    run, _ = trained
     as_json = translate(run, "Tengo un gato.", "--format", "json", "--beam", "3", "--n-best", "2")
     [record] = [json.loads(line) for line in as_json.stdout.splitlines()]
     assert len(record["hypotheses"]) == 2
@@ -134,18 +135,18 @@ def test_translate_formats_nbest_and_reference(trained):
     tsv = translate(run, "Hola.", "--format", "tsv", "--n-best", "2", "--beam", "2"
                     ).stdout.splitlines()
     assert [row.split("\t")[:2] for row in tsv] == [["1", "1"], ["1", "2"]]
-    reference = work / "reference.txt"
+    reference = tmp_path / "reference.txt"
     reference.write_text("I have a cat.\n", encoding="utf-8")
     scored = translate(run, "Tengo un gato.", "--reference", reference)
     assert "BLEU" in scored.stderr and "chrF" in scored.stderr
     assert len(scored.stdout.splitlines()) == 1
 
 
-def test_inspect_weights_heatmap_png_step_and_params(trained):
-    work, run, _ = trained
-    picture = work / "attention.png"
+def test_inspect_weights_heatmap_png_step_and_params(trained, tmp_path):
+    run, _ = trained
+    picture = tmp_path / "attention.png"
     result = attncli("inspect-weights", run, "--text", "Tengo un gato.", "--png", picture,
-                     "--step", "1", "--params", "--beam", "2", cwd=work)
+                     "--step", "1", "--params", "--beam", "2", cwd=tmp_path)
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     out = result.stdout
     assert "attention weights (beam 2)" in out
@@ -157,17 +158,17 @@ def test_inspect_weights_heatmap_png_step_and_params(trained):
 
 
 def test_resume_of_a_finished_run_extends_it_only_in_length(trained, tmp_path):
-    work, run, _ = trained
+    run, _ = trained
     copy = tmp_path / "copy"
     subprocess.run(["cp", "-r", str(run), str(copy)], check=True)
-    again = attncli("train", "--resume", "--run-dir", copy, cwd=work)
+    again = attncli("train", "--resume", "--run-dir", copy, cwd=tmp_path)
     assert json.loads(again.stdout)["epochs"] == 2  # already complete: nothing to redo
     assert "finished: 2 epochs trained" in again.stderr
     refused = attncli("train", "--resume", "--run-dir", copy, "--set", "model.units=64",
-                      cwd=work, check=False)
+                      cwd=tmp_path, check=False)
     assert "--set model.units cannot change a run that is resumed" in one_line_error(refused)
     longer = attncli("train", "--resume", "--run-dir", copy, "--set", "training.epochs=3",
-                     cwd=work)
+                     cwd=tmp_path)
     assert json.loads(longer.stdout)["epochs"] == 3
     assert "epochs: 3" in (copy / "config.yaml").read_text()
 
@@ -229,7 +230,7 @@ def test_same_seed_same_run(tmp_path_factory, tmp_path):
 
 
 def test_damaged_checkpoints_are_one_line(trained, tmp_path):
-    work, run, _ = trained
+    run, _ = trained
     copy = tmp_path / "copy"
     subprocess.run(["cp", "-r", str(run), str(copy)], check=True)
     for data in (copy / "checkpoints").glob("*.data-*"):
