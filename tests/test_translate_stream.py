@@ -1,9 +1,11 @@
 """`attncli translate` answers lines as they arrive, and writes each batch when it is done.
 
-Real processes (`python -m attncli translate`) on a tiny run (`configs/tiny-test.yaml`,
-one epoch): a line sent down a pipe, or typed at a terminal, is answered while the input
-is still open; a file's first batches are in the output while the rest is translated,
-and Ctrl-C keeps them.
+Real processes (`python -m attncli translate`) on the session's tiny run
+(`attncli_runs.trained`: `configs/tiny-test.yaml`, one epoch): a line sent down a pipe,
+or typed at a terminal, is answered while the input is still open; a file's first
+batches are in the output while the rest is translated, and Ctrl-C keeps them. What each
+line must be answered with is `attncli translate`'s output for the lines as arguments,
+run in this process (that is no test of a process).
 """
 
 import os
@@ -17,9 +19,12 @@ import time
 from pathlib import Path
 
 import pytest
+from attncli_runs import trained  # noqa: F401 (a fixture)
+from typer.testing import CliRunner
+
+from attncli.cli.app import app
 
 REPO = Path(__file__).resolve().parents[1]
-TINY = REPO / "configs" / "tiny-test.yaml"
 SENTENCES = ["Tengo un gato.", "", "¿Dónde está?", "Hace frío hoy."]
 TIMEOUT = 300  # seconds: TensorFlow starts slowly on a loaded machine
 
@@ -49,22 +54,19 @@ class Lines:
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    """A tiny run trained one epoch, and the translations of `SENTENCES` as arguments."""
-    work = tmp_path_factory.mktemp("work")
-    subprocess.run([sys.executable, "-m", "attncli", "train", str(TINY), "--run-dir", "tiny",
-                    "--set", "training.epochs=1"], cwd=work, env=ENV, check=True,
-                   capture_output=True, timeout=900)
-    process = translate("tiny", *SENTENCES, cwd=work, stdout=subprocess.PIPE)
-    stdout, _ = process.communicate(timeout=TIMEOUT)
-    expected = stdout.decode("utf-8").split("\n")[:-1]
+def run(trained):  # noqa: F811 (the fixture)
+    """The session's tiny run (read only: the processes translate with it), and the
+    translations of `SENTENCES` given as arguments."""
+    result = CliRunner().invoke(app, ["translate", str(trained), *SENTENCES])
+    assert result.exit_code == 0, result.output
+    expected = result.stdout.split("\n")[:-1]
     assert len(expected) == len(SENTENCES) and expected[1] == ""
-    return work, dict(zip(SENTENCES, expected))
+    return trained, dict(zip(SENTENCES, expected))
 
 
-def test_a_line_down_a_pipe_is_answered_before_the_pipe_closes(run):
-    work, expected = run
-    process = translate("tiny", cwd=work, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+def test_a_line_down_a_pipe_is_answered_before_the_pipe_closes(run, tmp_path):
+    tiny, expected = run
+    process = translate(tiny, cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                         stderr=subprocess.DEVNULL)
     try:
         output = Lines(process.stdout)
@@ -80,10 +82,10 @@ def test_a_line_down_a_pipe_is_answered_before_the_pipe_closes(run):
         process.kill()
 
 
-def test_a_line_typed_at_a_terminal_is_answered_at_once(run):
-    work, expected = run
+def test_a_line_typed_at_a_terminal_is_answered_at_once(run, tmp_path):
+    tiny, expected = run
     terminal, terminal_side = pty.openpty()
-    process = translate("tiny", cwd=work, stdin=terminal_side, stdout=subprocess.PIPE,
+    process = translate(tiny, cwd=tmp_path, stdin=terminal_side, stdout=subprocess.PIPE,
                         stderr=subprocess.PIPE)
     os.close(terminal_side)
     try:
@@ -102,7 +104,7 @@ def test_a_line_typed_at_a_terminal_is_answered_at_once(run):
 
 
 def test_a_file_is_written_batch_by_batch_and_ctrl_c_keeps_what_was_written(run, tmp_path):
-    work, expected = run
+    tiny, expected = run
     count = 20000
     source = tmp_path / "input.txt"
     source.write_text("".join(SENTENCES[i % 4] + "\n" for i in range(count)), "utf-8")
@@ -111,7 +113,7 @@ def test_a_file_is_written_batch_by_batch_and_ctrl_c_keeps_what_was_written(run,
         # Ctrl-C as a terminal sends it: a test runner started in the background (`cmd &`
         # in a script) passes SIGINT on ignored, and Python then raises no
         # KeyboardInterrupt, so the child gets the default disposition back.
-        process = translate("tiny", "--input", source, "--batch-size", "2", cwd=work,
+        process = translate(tiny, "--input", source, "--batch-size", "2", cwd=tmp_path,
                             stdout=stdout, stderr=subprocess.PIPE,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         try:
