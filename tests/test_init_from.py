@@ -5,12 +5,14 @@ import shutil
 
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
+from attncli.cli.app import app
 from attncli.config.run import load_run_config
 from attncli.errors import AttncliError
 from attncli.training.init_from import check_init_from
 from tests.attncli_runs import (  # noqa: F401  trained is a fixture
-    TINY, attncli, succeeds, train_before_tensorflow, trained,
+    TINY, attncli, train_before_tensorflow, trained,
 )
 from tests.recorder import Recorder
 
@@ -66,17 +68,31 @@ def test_a_run_killed_before_its_first_checkpoint_starts_from_run_again(trained,
     assert_weights_of(parts.model, trained / "model")
 
 
+def in_process(*args):
+    """`attncli ARGS` in this process: a fine-tuning is no test of a process (`attncli
+    train --init-from` runs as one in the refusals below). This process then holds the
+    run's lock, as a writer does until it ends, so a run trained here is resumed here."""
+    # As wide as attncli_runs's subprocesses: Rich wraps no progress line (a path).
+    return CliRunner().invoke(app, [str(arg) for arg in args], env={"COLUMNS": "500"})
+
+
+def succeeds_here(result):
+    assert result.exit_code == 0, result.output
+    return result
+
+
 @pytest.mark.slow
-def test_fine_tune_then_resume_continues_the_run_itself(trained, tmp_path):
+def test_fine_tune_then_resume_continues_the_run_itself(trained, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     train = ("train", TINY, "--set", "training.epochs=1", "--set", "training.learning_rate=0.001")
-    result = succeeds(attncli(*train, "--run-dir", "ft", "--init-from", trained, cwd=tmp_path))
+    result = succeeds_here(in_process(*train, "--run-dir", "ft", "--init-from", trained))
     assert "initialised from" in result.stderr and "optimizer starts fresh" in result.stderr
     kept = json.loads((tmp_path / "ft" / "model" / "config.json").read_text())
     assert kept["metadata"]["init_from"] == str(trained.resolve())
     assert "initialised from" in (tmp_path / "ft" / "train.log").read_text()
 
-    resumed = succeeds(attncli("train", "--resume", "--run-dir", "ft", "--init-from", trained,
-                               "--set", "training.epochs=2", cwd=tmp_path))
+    resumed = succeeds_here(in_process("train", "--resume", "--run-dir", "ft",
+                                       "--init-from", trained, "--set", "training.epochs=2"))
     assert "resuming from" in resumed.stderr
     assert "initialised from" not in resumed.stderr
     steps = [json.loads(line)["step"] for line in
@@ -85,9 +101,8 @@ def test_fine_tune_then_resume_continues_the_run_itself(trained, tmp_path):
 
     other = tmp_path / "other"
     shutil.copytree(trained, other)
-    refused = attncli("train", "--resume", "--run-dir", "ft", "--init-from", other,
-                      cwd=tmp_path)
-    assert refused.returncode == 2
+    refused = in_process("train", "--resume", "--run-dir", "ft", "--init-from", other)
+    assert refused.exit_code == 2
     [line] = refused.stderr.strip().splitlines()
     assert line.endswith(f"--init-from: ft started from {trained.resolve()}, not {other}; "
                          "drop --init-from to resume it")

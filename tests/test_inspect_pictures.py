@@ -35,8 +35,12 @@ def test_one_picture_per_sentence_named_by_line(run, tmp_path):
     source = tmp_path / "sentences.txt"
     source.write_text("\n".join(SENTENCES) + "\n", "utf-8")
     pictures = tmp_path / "pictures"
-    result = attncli("inspect-weights", run, "--input", source, "--png-dir", pictures,
-                     "--cell-weights", "--decimals", "2", cwd=tmp_path)
+    # In this process (the refusal below is a subprocess), piped as a subprocess's
+    # output is: no COLUMNS or LINES.
+    result = CliRunner().invoke(app, ["inspect-weights", str(run), "--input", str(source),
+                                      "--png-dir", str(pictures), "--cell-weights",
+                                      "--decimals", "2"], env={"COLUMNS": None, "LINES": None})
+    assert result.exit_code == 0, result.output
     # 11 lines: two digits; the empty third line has no picture.
     expected = [f"{number:02d}.png" for number in range(1, 12) if number != 3]
     assert sorted(path.name for path in pictures.iterdir()) == expected

@@ -19,7 +19,7 @@ import pytest
 
 from typer.testing import CliRunner
 
-from attncli_runs import attncli, start, stop, succeeds, trained, wait_for  # noqa: F401
+from attncli_runs import start, stop, trained, wait_for  # noqa: F401 (trained: a fixture)
 from cli_errors import one_line_error
 
 from attncli.cli.app import app
@@ -159,20 +159,24 @@ def check_heatmap_and_walk(page, rows, columns):
     assert rows[0] in info and columns[1] in info and f"{weights[0, 1]:.3f}" in info
 
 
+def in_process(*args):
+    """`attncli ARGS` in this process, which must succeed (the page is what is tested)."""
+    result = CliRunner().invoke(app, [str(arg) for arg in args])
+    assert result.exit_code == 0, result.output
+    return result
+
+
 @pytest.fixture(scope="module")
 def translated(trained):  # noqa: F811
     """`attncli translate`'s JSON line of SENTENCE: the tokens and text the page shows."""
-    result = succeeds(attncli("translate", trained, SENTENCE, "--format", "json",
-                              cwd=trained.parent))
-    return json.loads(result.stdout)
+    return json.loads(in_process("translate", trained, SENTENCE, "--format", "json").stdout)
 
 
 @pytest.mark.slow
 def test_the_offline_file_shows_the_attention_and_walks_a_step(
         tab, trained, translated):  # noqa: F811
     page_file = trained.parent / "pages" / "hungry.html"  # the folder is made
-    succeeds(attncli("inspect-weights", trained, "--text", SENTENCE, "--html", page_file,
-                     cwd=trained.parent))
+    in_process("inspect-weights", trained, "--text", SENTENCE, "--html", page_file)
     url = page_file.resolve().as_uri()
     tab.goto(url)
     tab.wait_for_selector("[data-heatmap]")

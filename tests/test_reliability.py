@@ -2,7 +2,9 @@
 
 One writer per run, damaged checkpoints named and never silently replaced, leftovers
 of a killed write cleaned up, a full disk and a read-only folder reported in one line
-with what is kept. One tiny run is trained per module; each test works on a copy.
+with what is kept. The session's tiny run is trained once; each test works on a copy.
+A resume that must succeed runs in the test's process (`resumed`): what it says and
+leaves is the point there, not the process.
 """
 
 import json
@@ -18,7 +20,9 @@ from attncli_runs import (  # noqa: F401  (run and trained are fixtures)
     ENV, TINY, attncli, run, start, stop, succeeds, train_before_tensorflow, trained, wait_for,
 )
 from cli_errors import one_line_error
+from typer.testing import CliRunner
 
+from attncli.cli.app import app
 from attncli.training.run_lock import lock_run, unlock_run
 
 def holder_script(directory, seconds):
@@ -100,12 +104,21 @@ def newest_checkpoint(run):
     return (run / "checkpoints" / "checkpoint").read_text().split('"')[1]
 
 
+def resumed(run, *args):
+    """`attncli train --resume --run-dir RUN ARGS` in this process, which must succeed."""
+    # As wide as attncli_runs's subprocesses: Rich wraps no progress line (a path).
+    result = CliRunner().invoke(app, ["train", "--resume", "--run-dir", str(run), *args],
+                                env={"COLUMNS": "500"})
+    assert result.exit_code == 0, result.output
+    return result
+
+
 def epochs_recorded(run):
     return [json.loads(line)["epoch"] for line in (run / "metrics.jsonl").read_text().splitlines()]
 
 
 @pytest.mark.slow
-def test_an_index_naming_a_missing_checkpoint_resumes_from_the_files(run, tmp_path):
+def test_an_index_naming_a_missing_checkpoint_resumes_from_the_files(run):
     newest = newest_checkpoint(run)
     (run / "checkpoints" / "checkpoint").write_text(
         'model_checkpoint_path: "ckpt-99"\nall_model_checkpoint_paths: "ckpt-99"\n'
@@ -115,8 +128,7 @@ def test_an_index_naming_a_missing_checkpoint_resumes_from_the_files(run, tmp_pa
     config["metadata"]["bleu"] = 99.0
     (run / "model" / "config.json").write_text(json.dumps(config))
     weights = (run / "model" / "model.weights.h5").read_bytes()
-    result = succeeds(attncli("train", "--resume", "--run-dir", run,
-                              "--set", "training.epochs=2", cwd=tmp_path))
+    result = resumed(run, "--set", "training.epochs=2")
     assert "names ckpt-99, which is not there (kept as checkpoint.damaged)" in result.stderr
     assert f"resuming from {run}/checkpoints/{newest}: epoch 2, batch 0" in result.stderr
     assert "from the beginning" not in result.stderr
@@ -126,21 +138,21 @@ def test_an_index_naming_a_missing_checkpoint_resumes_from_the_files(run, tmp_pa
 
 
 @pytest.mark.slow
-def test_an_unreadable_index_is_rebuilt_and_named(run, tmp_path):
+def test_an_unreadable_index_is_rebuilt_and_named(run):
     newest = newest_checkpoint(run)
     (run / "checkpoints" / "checkpoint").write_bytes(bytes(range(256)) * 2)
-    result = succeeds(attncli("train", "--resume", "--run-dir", run, cwd=tmp_path))
+    result = resumed(run)
     assert "checkpoints/checkpoint cannot be read" in result.stderr
     assert f"resuming from {run}/checkpoints/{newest}: the run is finished" in result.stderr
     assert newest_checkpoint(run) == newest
 
 
 @pytest.mark.slow
-def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(run, tmp_path):
+def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(run):
     newest = newest_checkpoint(run)
     (run / "checkpoints" / f"{newest}.index").write_bytes(b"garbage" * 50)
     weights = (run / "model" / "model.weights.h5").read_bytes()
-    result = succeeds(attncli("train", "--resume", "--run-dir", run, cwd=tmp_path))
+    result = resumed(run)
     assert f"skipped damaged checkpoint(s): {run}/checkpoints/{newest}:" in result.stderr
     older = int(newest.split("-")[1]) - 1
     assert f"resuming from {run}/checkpoints/ckpt-{older}:" in result.stderr
@@ -317,10 +329,10 @@ def leave_interrupted_writes(run):
 
 
 @pytest.mark.slow
-def test_leftovers_of_killed_writes_are_removed_and_named(run, tmp_path):
+def test_leftovers_of_killed_writes_are_removed_and_named(run):
     leftovers = leave_interrupted_writes(run)
     weights = (run / "model" / "model.weights.h5").read_bytes()
-    result = succeeds(attncli("train", "--resume", "--run-dir", run, cwd=tmp_path))
+    result = resumed(run)
     [line] = [line for line in result.stderr.splitlines() if "interrupted write" in line]
     assert all(name in line for name in leftovers), line
     assert not any((run / name).exists() for name in leftovers)

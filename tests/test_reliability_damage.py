@@ -3,8 +3,8 @@
 Real damaged files in copies of one tiny trained run, through the command
 (`python -m attncli` subprocesses): a truncated vocabulary, a tokenizer file with a bad
 setting, a deleted model configuration or vocabulary, a saved configuration that no
-longer validates; a finished run resumed; what a killed export left; a corpus of no
-usable pair.
+longer validates; a finished run resumed (in the test's process: what it says is the
+point); what a killed export left; a corpus of no usable pair.
 """
 
 import fcntl
@@ -18,7 +18,9 @@ from attncli_runs import (  # noqa: F401  (run and trained are fixtures)
     attncli, run, start, succeeds, trained, wait_for,
 )
 from cli_errors import one_line_error
+from typer.testing import CliRunner
 
+from attncli.cli.app import app
 from attncli.files import clear_abandoned
 
 
@@ -92,8 +94,10 @@ def test_a_deleted_vocabulary_is_named_on_resume_and_never_learned_again(run, tm
 
 
 @pytest.mark.slow
-def test_resuming_a_finished_run_says_there_is_nothing_to_train(run, tmp_path):
-    result = succeeds(attncli("train", "--resume", "--run-dir", run, cwd=tmp_path))
+def test_resuming_a_finished_run_says_there_is_nothing_to_train(run):
+    result = CliRunner().invoke(app, ["train", "--resume", "--run-dir", str(run)],
+                                env={"COLUMNS": "500"})
+    assert result.exit_code == 0, result.output
     assert "the run is finished (1 of 1 epochs trained), nothing to train" in result.stderr
     assert "epoch 2, batch 0" not in result.stderr
     assert len((run / "metrics.jsonl").read_text().splitlines()) == 1

@@ -21,6 +21,9 @@ import httpx
 import numpy as np
 import pytest
 from attncli_runs import ENV, trained  # noqa: F401 (a fixture)
+from typer.testing import CliRunner
+
+from attncli.cli.app import app
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("serve")]
 
@@ -42,9 +45,9 @@ OLD_RUN = Path(__file__).resolve().parent / "fixtures" / "run-0.1.0"
 
 @pytest.fixture(scope="module")
 def started(trained, tmp_path_factory):  # noqa: F811 (the fixture)
-    """`attncli serve RUN --port 0`, ready, and `attncli translate` of LINES (run while
-    the server loads): `(process, base URL, greedy text lines, beam 2 JSON lines with
-    two hypotheses and alignments)`."""
+    """`attncli serve RUN --port 0`, ready, and `attncli translate` of LINES (run in this
+    process while the server loads): `(process, base URL, greedy text lines, beam 2 JSON
+    lines with two hypotheses and alignments)`."""
     folder = tmp_path_factory.mktemp("serve")
     with serving(folder, trained, *LIMITS) as (process, ready):
         (greedy, beam) = translated(folder, [
@@ -104,16 +107,17 @@ def serving(folder, *arguments):
 
 def translated(folder, commands):
     """The stdout of `attncli translate RUN --input LINES OPTIONS` for each `[RUN,
-    *OPTIONS]` of `commands`, run side by side."""
+    *OPTIONS]` of `commands`, in this process while the server loads (what is compared is
+    what translate prints; it runs as a process of its own in test_workflow and
+    test_translate_stream)."""
     (folder / "lines.txt").write_text("\n".join(LINES) + "\n", "utf-8")
-    processes = [subprocess.Popen(
-        [sys.executable, "-m", "attncli", "translate", str(run), "--input", "lines.txt",
-         *map(str, options)], cwd=folder, env=ENV, text=True, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE) for run, *options in commands]
-    outputs = [process.communicate(timeout=TIMEOUT) for process in processes]
-    for process, (_, error) in zip(processes, outputs):
-        assert process.returncode == 0, error
-    return [output for output, _ in outputs]
+    outputs = []
+    for run, *options in commands:
+        result = CliRunner().invoke(app, ["translate", str(run), "--input",
+                                          str(folder / "lines.txt"), *map(str, options)])
+        assert result.exit_code == 0, result.output
+        outputs.append(result.stdout)
+    return outputs
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
-"""A run with one vocabulary and one embedding matrix, as a user runs it: `python -m
-attncli train`, then translate and inspect-weights (in this process), and resume; and
-trained on 2 mirrored CPU replicas, step by step as on one device."""
+"""A run with one vocabulary and one embedding matrix, as a user runs it: `attncli
+train`, translate, inspect-weights and resume, in this process (each runs as a process of
+its own in test_workflow); and trained on 2 mirrored CPU replicas, step by step as on one
+device."""
 
 import json
 import subprocess
@@ -8,7 +9,7 @@ import sys
 
 import numpy as np
 import pytest
-from attncli_runs import ENV, REPO, TINY, attncli, succeeds
+from attncli_runs import ENV, REPO, TINY
 from typer.testing import CliRunner
 
 from attncli.cli.app import app
@@ -22,11 +23,10 @@ MODELS = {
 }
 
 
-def in_process(command, run, *args):
-    """`attncli COMMAND RUN ARGS` in this process (train runs as a subprocess here; so do
-    translate and inspect-weights in test_workflow)."""
+def in_process(command, *args):
+    """`attncli COMMAND ARGS` in this process, which must succeed."""
     # As wide as attncli_runs's subprocesses: Rich wraps no weight's name.
-    result = CliRunner().invoke(app, [command, str(run), *args], env={"COLUMNS": "500"})
+    result = CliRunner().invoke(app, [command, *map(str, args)], env={"COLUMNS": "500"})
     assert result.exit_code == 0, result.output
     return result
 
@@ -38,8 +38,7 @@ def sets(overrides):
 @pytest.fixture(scope="module", params=list(MODELS))
 def tied_run(request, tmp_path_factory):
     work = tmp_path_factory.mktemp(f"tied-{request.param}")
-    succeeds(attncli("train", TINY, "--run-dir", "run", *sets(SHARED + MODELS[request.param]),
-                     cwd=work, timeout=600))
+    in_process("train", TINY, "--run-dir", work / "run", *sets(SHARED + MODELS[request.param]))
     return work / "run"
 
 
@@ -70,9 +69,8 @@ def test_a_tied_run_translates_and_is_inspected(tied_run):
     assert "encoder/embedding" not in inspected
 
 
-def test_a_tied_run_resumes_from_its_checkpoint(tied_run, tmp_path):
-    result = succeeds(attncli("train", "--resume", "--run-dir", tied_run,
-                              "--set", "training.epochs=2", cwd=tmp_path, timeout=600))
+def test_a_tied_run_resumes_from_its_checkpoint(tied_run):
+    result = in_process("train", "--resume", "--run-dir", tied_run, "--set", "training.epochs=2")
     assert "epoch 2, batch 0" in result.stderr
     assert json.loads(result.stdout)["epochs"] == 2
 

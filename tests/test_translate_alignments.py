@@ -1,6 +1,8 @@
-"""`attncli translate --alignments` and `--replace-unk` as a user runs them: `python -m
-attncli` subprocesses on a copy of the small trained run of `tests/fixtures/run-0.1.0`
-(word level on both sides; its model emits `[UNK]` often, which `--replace-unk` needs).
+"""`attncli translate --alignments` and `--replace-unk` as a user runs them, on a copy of
+the small trained run of `tests/fixtures/run-0.1.0` (word level on both sides; its model
+emits `[UNK]` often, which `--replace-unk` needs): `python -m attncli` subprocesses for
+lines down a pipe and for the refusal, the test's own process (`translate`) for what is
+printed of lines given as arguments or in a file.
 """
 
 import json
@@ -10,6 +12,9 @@ import numpy as np
 import pytest
 from attncli_process import attncli, fixture_run
 from cli_errors import one_line_error
+from typer.testing import CliRunner
+
+from attncli.cli.app import app
 
 SENTENCES = ["Tengo hambre.", "", "¿Dónde está el baño?", "Tom no vino a la escuela hoy."]
 PHARAOH = re.compile(r"^(\d+-\d+( \d+-\d+)*)?$")
@@ -20,6 +25,13 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     return fixture_run(tmp_path_factory.mktemp("alignments"))
+
+
+def translate(run, *args):
+    """`attncli translate RUN ARGS` in this process: its stdout."""
+    result = CliRunner().invoke(app, ["translate", str(run), *map(str, args)])
+    assert result.exit_code == 0, result.output
+    return result.stdout
 
 
 def links(pharaoh):
@@ -85,8 +97,8 @@ def test_alignments_in_every_format_from_a_stream_with_beam_search(run, tmp_path
 def test_tsv_has_the_alignment_as_a_fifth_column(run, tmp_path):
     source = tmp_path / "input.txt"
     source.write_text("\n".join(SENTENCES) + "\n", "utf-8")
-    rows = attncli("translate", run, "--input", source, "--format", "tsv", "--alignments",
-                   "--beam", "1", cwd=tmp_path).stdout.splitlines()
+    rows = translate(run, "--input", source, "--format", "tsv", "--alignments",
+                     "--beam", "1").splitlines()
     assert len(rows) == len(SENTENCES)
     for number, row in enumerate(rows, start=1):
         columns = row.split("\t")
@@ -98,15 +110,14 @@ def test_tsv_has_the_alignment_as_a_fifth_column(run, tmp_path):
             assert " ." not in columns[3]  # detokenized, as without --alignments
 
 
-def test_replace_unk_copies_the_most_attended_source_word(run, tmp_path):
+def test_replace_unk_copies_the_most_attended_source_word(run):
     sentences = [sentence for sentence in SENTENCES if sentence]
-    plain = [json.loads(line) for line in attncli(
-        "translate", run, *sentences, "--format", "json", "--beam", "1", cwd=tmp_path
-    ).stdout.splitlines()]
-    replaced = [json.loads(line) for line in attncli(
-        "translate", run, *sentences, "--format", "json", "--beam", "1", "--replace-unk",
-        cwd=tmp_path,
-    ).stdout.splitlines()]
+    plain = [json.loads(line) for line in translate(
+        run, *sentences, "--format", "json", "--beam", "1"
+    ).splitlines()]
+    replaced = [json.loads(line) for line in translate(
+        run, *sentences, "--format", "json", "--beam", "1", "--replace-unk"
+    ).splitlines()]
     unknowns = 0
     for before, after in zip(plain, replaced):
         [hypothesis], [result] = before["hypotheses"], after["hypotheses"]
@@ -120,8 +131,7 @@ def test_replace_unk_copies_the_most_attended_source_word(run, tmp_path):
         assert result["tokens"] == expected
         assert "[UNK]" not in result["text"]
     assert unknowns >= 2, "the fixture's model should emit [UNK]"
-    text = attncli("translate", run, sentences[0], "--beam", "1", "--replace-unk",
-                   cwd=tmp_path).stdout
+    text = translate(run, sentences[0], "--beam", "1", "--replace-unk")
     assert text == replaced[0]["hypotheses"][0]["text"] + "\n"
 
 
