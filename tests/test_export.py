@@ -56,7 +56,11 @@ KIND_NAMES = [TRAINED, *KINDS, ENSEMBLE]
 # stderr: the check of every export the fixture makes (export_command.CHECK, as
 # `attncli export` sends it), then SERVE. One Python instead of six: each would spend
 # seconds importing TensorFlow and tensorflow-text (the check's own subprocess runs in
-# test_reliability_damage, where `attncli export` is a process of its own).
+# test_reliability_damage, where `attncli export` is a process of its own). A program
+# sent with a name to `keep` has the `exported` it loaded kept under that name, and
+# SERVE translates with what was kept instead of loading the export a second time: the
+# export the check loaded, in the directory `attncli export` then renamed into place.
+# The trained run's export is not kept: SERVE loads it from where it was put.
 WITHOUT_ATTNCLI = """
 import contextlib, io, json, sys, traceback
 
@@ -72,14 +76,18 @@ class WithoutAttncli:
 
 sys.meta_path.insert(0, WithoutAttncli())
 requests, replies = sys.stdin, sys.stdout
+kept = {}
 for line in requests:
     request = json.loads(line)
     sys.argv = ["-c", *request["argv"]]
     sys.stdin = io.StringIO(request["stdin"])
     stdout, stderr, code = io.StringIO(), io.StringIO(), 0
+    namespace = {"__name__": "__main__", "KEPT": kept}
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
         try:
-            exec(request["code"], {"__name__": "__main__"})
+            exec(request["code"], namespace)
+            if request["keep"]:
+                kept[request["keep"]] = namespace["exported"]
         except SystemExit as exit:
             code = exit.code if isinstance(exit.code, int) else 1
         except BaseException:
@@ -107,7 +115,7 @@ def plain(value):
 exports, lines = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 results = {}
 for kind, directory in exports.items():
-    exported = tf.saved_model.load(directory)
+    exported = KEPT[kind] if kind in KEPT else tf.saved_model.load(directory)
     results[kind] = {}
     for name in ("greedy", "beam", "serving_default"):
         outputs = exported.signatures[name](texts=tf.constant(lines))
@@ -117,6 +125,7 @@ for kind, directory in exports.items():
         }
 print(json.dumps({
     "results": results,
+    "loaded": sorted(kind for kind in exports if kind not in KEPT),
     "attncli imported": "attncli" in sys.modules,
 }))
 """
@@ -168,7 +177,9 @@ def translate(model, *options, lines=LINES, tmp_path):
 
 class PythonWithoutAttncli:
     """`WITHOUT_ATTNCLI` running in `directory`; `run` stands for `subprocess.run` of a
-    `python -I -c CODE ARGS` command and sends CODE there."""
+    `python -I -c CODE ARGS` command and sends CODE there, with `keep` (a name, or None)."""
+
+    keep = None
 
     def __init__(self, directory):
         environment = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
@@ -184,8 +195,8 @@ class PythonWithoutAttncli:
         python, isolated, code_flag, code, *argv = command
         assert (python, isolated, code_flag) == (sys.executable, "-I", "-c"), command
         try:
-            self.process.stdin.write(json.dumps({"code": code, "argv": argv, "stdin": input})
-                                     + "\n")
+            self.process.stdin.write(json.dumps({"code": code, "argv": argv, "stdin": input,
+                                                 "keep": self.keep}) + "\n")
             self.process.stdin.flush()
             reply = self.process.stdout.readline()
         except BrokenPipeError:
@@ -222,6 +233,7 @@ def exported(tmp_path_factory):
             patch.setattr(export_command, "subprocess", SimpleNamespace(run=python.run))
             for kind, model in models.items():
                 exports[kind] = work / "exports" / kind.split()[0]
+                python.keep = None if kind == TRAINED else kind
                 if kind == "self-attention":
                     exports[kind].mkdir(parents=True)  # an empty directory is taken
                 # In this process: `attncli export` runs as a subprocess in
@@ -232,6 +244,7 @@ def exported(tmp_path_factory):
                                                   *options])
                 assert result.exit_code == 0, result.output
                 reports[kind] = result
+        python.keep = None
         completed = python.run(
             [sys.executable, "-I", "-c", SERVE,
              json.dumps({kind: str(path) for kind, path in exports.items()}), json.dumps(LINES)],
@@ -241,6 +254,7 @@ def exported(tmp_path_factory):
     assert completed.returncode == 0, completed.stderr[-3000:]
     served = json.loads(completed.stdout)
     assert served["attncli imported"] is False
+    assert served["loaded"] == [TRAINED]  # the others were kept from their checks
     return models, reports, served["results"]
 
 
