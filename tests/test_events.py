@@ -5,7 +5,7 @@ compared with `metrics.jsonl`, and the learning rate with the schedule's formula
 (`TrainingConfig`: `peak * (step + 1) / warmup_steps` during warmup). The runs are
 tiny (`configs/tiny-test.yaml`); the one most tests read is the session's
 `attncli_runs.trained_two_epochs` (a `python -m attncli` subprocess), which test_workflow
-also reads; `training.stop_metric`'s run trains in the test's process (`train`), the
+also reads; `training.stop_metric`'s run trains in the test's process (`train_here`), the
 resumed runs in subprocesses (one in a mount namespace of its own).
 """
 
@@ -52,7 +52,7 @@ def events(directory):
     return found
 
 
-def train(*args):
+def train_here(*args):
     """`attncli train ARGS` in this process, which must succeed."""
     # As wide as attncli_runs's subprocesses: Rich wraps no progress line (a path).
     result = CliRunner().invoke(app, ["train", *map(str, args)], env={"COLUMNS": "500"})
@@ -154,8 +154,8 @@ def test_resume_appends_events_without_repeating_or_going_back(
 @pytest.mark.slow
 def test_stop_metric_loss_keeps_the_lowest_validation_loss(tmp_path):
     run = tmp_path / "run"
-    result = train(TINY, "--run-dir", run, *SETTINGS,
-                   "--set", "training.epochs=4", "--set", "training.stop_metric=loss")
+    result = train_here(TINY, "--run-dir", run, *SETTINGS,
+                        "--set", "training.epochs=4", "--set", "training.stop_metric=loss")
     evaluations = records(run)
     flags = [record["best"] for record in evaluations]
     assert flags == expected_best(evaluations, "valid_loss", lower_is_better=True)
