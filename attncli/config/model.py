@@ -97,6 +97,14 @@ class ModelSettings:
             (positions past it share its last row). Defaults to 256.
         attention_dropout: float in `[0, 1)`, dropout on the self-attention
             blocks' attention weights. Defaults to 0.0.
+        encoder_norm_gain: float > 0, the initial gain `gamma` of the final
+            LayerNorm of a self-attention or cascade encoder with `norm: pre`,
+            learned from there. The encoder's outputs start with norm
+            `gain * sqrt(embedding_dim)` per position: 16 at 256 with the
+            default 1.0, where a fresh recurrent encoder's are near 0.3. An RNN
+            decoder reads them unnormalised (its scores, its `tanh` layers), and
+            `1 / sqrt(embedding_dim)` (unit norm) lets it learn faster at first
+            (docs/model.md). Defaults to 1.0.
         tie_embeddings: `"none"`, `"target"` (the output layer's weight is the
             target embedding matrix: `logits = features E^T + b`, Press & Wolf
             2017; Vaswani et al. 2017, section 3.4) or `"all"` (the source
@@ -129,6 +137,7 @@ class ModelSettings:
     position_encoding: Literal["sinusoidal", "learned"] = "sinusoidal"
     max_positions: int = 256
     attention_dropout: float = 0.0
+    encoder_norm_gain: float = 1.0
     tie_embeddings: Literal["none", "target", "all"] = "none"
 
     def __post_init__(self):
@@ -150,6 +159,7 @@ class ModelSettings:
                     f"{name} must be in [0, 1). Received: {name}={getattr(self, name)}"
                 )
         self._check_self_attention()
+        self._check_encoder_norm_gain()
         self._check_tied_embeddings()
         if ALIGNMENTS[self.alignment].local and self.score not in LOCAL_SCORES:
             raise ValueError(
@@ -207,6 +217,21 @@ class ModelSettings:
             raise ValueError(
                 "the self-attention decoder's cross-attention is global. "
                 f"Received: alignment={self.alignment!r}"
+            )
+
+    def _check_encoder_norm_gain(self):
+        if not self.encoder_norm_gain > 0:
+            raise ValueError(
+                "encoder_norm_gain must be a positive number. "
+                f"Received: encoder_norm_gain={self.encoder_norm_gain}"
+            )
+        if self.encoder_norm_gain != 1.0 and not (self.self_attention_encoder
+                                                  and self.norm == "pre"):
+            raise ValueError(
+                "encoder_norm_gain sets the gain of the final LayerNorm of a "
+                "self-attention or cascade encoder with norm: pre; this encoder has "
+                f"none. Received: encoder={self.encoder!r}, norm={self.norm!r}, "
+                f"encoder_norm_gain={self.encoder_norm_gain}"
             )
 
     def _check_tied_embeddings(self):

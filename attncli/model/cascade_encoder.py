@@ -4,7 +4,7 @@ on their outputs."""
 import keras
 
 from attncli.model.encoder import Encoder
-from attncli.model.transformer_encoder import EncoderBlock, run_encoder_blocks
+from attncli.model.transformer_encoder import EncoderBlock, make_final_norm, run_encoder_blocks
 
 
 @keras.saving.register_keras_serializable(package="attncli")
@@ -38,6 +38,8 @@ class CascadeEncoder(Encoder):
         dropout: float, on the embeddings, between recurrent layers, on `x_0` and
             on every block's sublayer outputs. Defaults to 0.
         attention_dropout: float, on the blocks' attention weights. Defaults to 0.
+        final_gain: float, the initial gain of the final LayerNorm (pre-norm only).
+            Defaults to 1.0.
 
     Call arguments:
         source_ids: int `(batch_size, S)`, right-padded with 0.
@@ -62,7 +64,7 @@ class CascadeEncoder(Encoder):
 
     def __init__(self, vocab_size, embedding_dim, units, cell, num_blocks=1, num_heads=4,
                  feed_forward_dim=None, norm="pre", activation="relu",
-                 attention_dropout=0.0, **kwargs):
+                 attention_dropout=0.0, final_gain=1.0, **kwargs):
         super().__init__(vocab_size, embedding_dim, units, cell, **kwargs)
         self.num_blocks = num_blocks
         self.num_heads = num_heads
@@ -84,11 +86,8 @@ class CascadeEncoder(Encoder):
             )
             for index in range(num_blocks)
         ]
-        self.final_norm = None
-        if norm == "pre":
-            self.final_norm = keras.layers.LayerNormalization(
-                epsilon=1e-6, dtype=self.dtype_policy, name="final_norm"
-            )
+        self.final_gain = final_gain
+        self.final_norm = make_final_norm(norm, final_gain, self.dtype_policy)
 
     def build(self, input_shape=None):
         super().build(input_shape)
@@ -130,5 +129,6 @@ class CascadeEncoder(Encoder):
             "norm": self.norm,
             "activation": self.activation,
             "attention_dropout": self.attention_dropout,
+            "final_gain": self.final_gain,
         })
         return config

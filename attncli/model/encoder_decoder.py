@@ -80,7 +80,8 @@ class Seq2Seq(keras.Model):
         if config.encoder == "self-attention":
             self.encoder = TransformerEncoder(
                 config.source_vocab_size, config.model_dim, config.encoder_layers,
-                embedding=self.shared_embedding, name="encoder", **blocks,
+                embedding=self.shared_embedding, final_gain=config.encoder_norm_gain,
+                name="encoder", **blocks,
             )
         else:
             recurrent = dict(
@@ -94,7 +95,8 @@ class Seq2Seq(keras.Model):
                     config.cell, num_blocks=config.encoder_blocks, num_heads=config.heads,
                     feed_forward_dim=config.inner_dim, norm=config.norm,
                     activation=config.activation,
-                    attention_dropout=config.attention_dropout, **recurrent,
+                    attention_dropout=config.attention_dropout,
+                    final_gain=config.encoder_norm_gain, **recurrent,
                 )
             else:
                 self.encoder = Encoder(config.source_vocab_size, config.embedding_dim,

@@ -142,6 +142,23 @@ class EncoderBlock(ResidualBlock):
         return (x, weights) if return_attention_scores else x
 
 
+def make_final_norm(norm, gain, dtype_policy):
+    """The LayerNorm after the last pre-norm block, its gain `gamma` starting at `gain`
+    (None with post-norm, whose blocks end normalised).
+
+    A LayerNorm's output has norm `gain * sqrt(d)` per position at initialisation. A
+    recurrent decoder attending over it expects the small outputs of a freshly
+    initialised RNN instead, so a gain below 1 starts a self-attention encoder's
+    annotations on that scale (`model.encoder_norm_gain`).
+    """
+    if norm != "pre":
+        return None
+    return keras.layers.LayerNormalization(
+        epsilon=1e-6, gamma_initializer=keras.initializers.Constant(gain),
+        dtype=dtype_policy, name="final_norm",
+    )
+
+
 def run_encoder_blocks(blocks, final_norm, x, source_mask, training=None):
     """`EncoderBlock`s over `x` `(batch_size, S, d)`, then `final_norm` (None with
     post-norm): the self-attention encoder's and the cascade encoder's upper half.
@@ -181,6 +198,8 @@ class SelfAttentionStack(keras.layers.Layer):
         embedding: a `keras.layers.Embedding` `(vocab_size, model_dim)`, the `E`
             above, shared with another layer (tied embeddings), or None for a new
             one. Left out of `get_config`. Defaults to None.
+        final_gain: float, the initial gain of the final LayerNorm (pre-norm only).
+            Defaults to 1.0.
     """
 
     block_class = None
@@ -188,7 +207,7 @@ class SelfAttentionStack(keras.layers.Layer):
     def __init__(self, vocab_size, model_dim, num_layers, num_heads, feed_forward_dim,
                  norm="pre", activation="relu", dropout=0.0, attention_dropout=0.0,
                  position_encoding="sinusoidal", max_positions=256, block_arguments=None,
-                 embedding=None, **kwargs):
+                 embedding=None, final_gain=1.0, **kwargs):
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         self.model_dim = model_dim
@@ -215,11 +234,8 @@ class SelfAttentionStack(keras.layers.Layer):
             )
             for index in range(num_layers)
         ]
-        self.final_norm = None
-        if norm == "pre":
-            self.final_norm = keras.layers.LayerNormalization(
-                epsilon=1e-6, dtype=self.dtype_policy, name="final_norm"
-            )
+        self.final_gain = final_gain
+        self.final_norm = make_final_norm(norm, final_gain, self.dtype_policy)
 
     def build(self, input_shape=None):
         self.embedding.build((None, None))
@@ -240,7 +256,7 @@ class SelfAttentionStack(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         names = BLOCK_ARGUMENTS + ("vocab_size", "num_layers", "position_encoding",
-                                   "max_positions")
+                                   "max_positions", "final_gain")
         config.update({name: getattr(self, name) for name in names})
         return config
 
