@@ -135,6 +135,10 @@ def test_an_index_naming_a_missing_checkpoint_resumes_from_the_files(run):
     assert epochs_recorded(run) == [1, 2]
     assert (run / "model" / "model.weights.h5").read_bytes() == weights
     assert "ckpt-99" in (run / "checkpoints" / "checkpoint.damaged").read_text()
+    # Training in this process has returned: another process may write the run now.
+    other = subprocess.run([sys.executable, "-c", holder_script(run, 0)], env=ENV,
+                           capture_output=True, text=True, timeout=60)
+    assert other.returncode == 0 and other.stdout == "locked\n", other.stderr
 
 
 @pytest.mark.slow

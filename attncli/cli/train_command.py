@@ -181,7 +181,8 @@ def train(*, config_path, overrides, run_dir, data_dir, resume, overwrite, conso
     The configuration and the run directory are checked before TensorFlow is
     imported (`load_tensorflow`, a callable, imports it), so a mistake in them is
     reported at once. A new run that fails before it has learnt anything leaves no
-    folder behind.
+    folder behind. The run is unlocked when this returns, so that a caller in Python
+    (a notebook, a test) does not keep other processes from the run until it exits.
     """
     config, run, role = resolve_run(
         config_path, overrides, run_dir=run_dir, data_dir=data_dir, resume=resume,
@@ -195,6 +196,8 @@ def train(*, config_path, overrides, run_dir, data_dir, resume, overwrite, conso
     except BaseException:
         run.discard()
         raise
+    finally:
+        run.unlock()
 
 
 def _train(config, run, role, run_dir, data_dir, resume, console):

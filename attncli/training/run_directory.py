@@ -125,7 +125,8 @@ class RunDirectory:
         return run
 
     def lock(self):
-        """Become the one process that writes this run, until this process ends.
+        """Become the one process that writes this run, until `unlock` or until this
+        process ends.
 
         A run that holds a symbolic link anywhere inside is refused first: attncli
         writes, truncates and deletes only what is inside the run directory, and a
@@ -157,6 +158,12 @@ class RunDirectory:
                 ) from None
         return taken
 
+    def unlock(self):
+        """Stop being the run's writer (a no-op if this process is not), so that another
+        process may train it while this one goes on: `attncli train` run from Python
+        or a notebook releases its run when it returns."""
+        unlock_run(self.path)
+
     def discard(self):
         """Give up the run; delete the folders `create` made if it holds no progress."""
         try:
@@ -168,7 +175,7 @@ class RunDirectory:
                     with contextlib.suppress(OSError):
                         folder.rmdir()  # only when empty: another run may live there
         finally:
-            unlock_run(self.path)
+            self.unlock()
 
     @classmethod
     def open(cls, path):

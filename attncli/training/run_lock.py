@@ -2,8 +2,9 @@
 
 `attncli train` (new, `--resume` or `--overwrite`) locks `RUN/.writer.lock` with
 `fcntl.flock` before it writes or deletes anything in RUN, and holds it until the
-process ends. The kernel drops the lock with the process however it ends (`kill -9`
-included), so a lock is never stale; the pid, host and start time written into the
+training returns (called from Python, the process may go on) or the process ends. The
+kernel drops the lock with the process however it ends (`kill -9` included), so a lock
+is never stale; the pid, host and start time written into the
 file are only there to tell a second writer who holds it. Readers (`translate`,
 `inspect-weights`) take no lock: every file they read is replaced atomically.
 
