@@ -349,8 +349,8 @@ def test_a_destination_that_is_not_empty_is_left_alone(tmp_path, occupied):
 def test_an_export_that_fails_its_check_is_not_written(tmp_path, monkeypatch):
     # What is written does not matter once the check fails: a file stands for the
     # SavedModel (whose tracing and saving the fixture's exports go through).
-    monkeypatch.setattr(serving, "export_saved_model",
-                        lambda directory, *args, **options:
+    monkeypatch.setattr(serving, "write_saved_model",
+                        lambda directory, translators:
                         (Path(directory) / "saved_model.pb").write_bytes(b"stand-in"))
     monkeypatch.setattr(export_command, "run_check",
                         lambda directory, samples, *more: {"greedy": ["?"], "beam": ["?"]})

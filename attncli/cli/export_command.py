@@ -178,23 +178,21 @@ def export(*, run_path, destination, beam, alpha, n_best, samples, console, load
     searches = {"greedy": search_config(loaded.search, 1, alpha, None),
                 "beam": search_config(loaded.search, beam, alpha, n_best)}
     samples = list(samples) or sample_sentences(loaded.source_tokenizer, run_path)
-    translators = {name: loaded.translator(search, attention_weights=False)
-                   for name, search in searches.items()}
-    sampler = loaded.translator(searches["greedy"], attention_weights=False, sampling=drawing)
+    # The translators the export's signatures call: the texts they give here are those the
+    # export must reproduce, and the export reuses their traces.
+    translators = serving.signature_translators(
+        loaded.model, loaded.source_tokenizer, loaded.target_tokenizer,
+        greedy=searches["greedy"], beam=searches["beam"], sampling=drawing,
+        source_end=loaded.source_end,
+    )
     prefixes = check_prefixes(translators["greedy"], samples)
-    expected = {name: best_texts(translator, samples)
-                for name, translator in translators.items()}
-    expected.update({f"{name}_prefix": best_texts(translator, samples, prefixes)
-                     for name, translator in translators.items()})
-    expected["sample"] = best_texts(sampler, samples, prefixes)
+    expected = {name: best_texts(translators[name.removesuffix("_prefix")], samples,
+                                 prefixes if "prefixes" in inputs else None)
+                for name, inputs in serving.INPUTS.items()}
     try:
         with new_directory(destination) as staging:
             with console.status(f"exporting {directory} to {destination}"):
-                serving.export_saved_model(
-                    staging, loaded.model, loaded.source_tokenizer, loaded.target_tokenizer,
-                    greedy=searches["greedy"], beam=searches["beam"], sampling=drawing,
-                    source_end=loaded.source_end,
-                )
+                serving.write_saved_model(staging, translators)
             with console.status("loading the export in a fresh Python"):
                 served = run_check(staging, samples, prefixes)
             if served != expected:

@@ -2,7 +2,8 @@
 
 `export_saved_model` writes the graph of `Translator` (normalisation and tokenization
 with tensorflow-text ops, vocabulary lookup, the search, detokenization) with the
-model's weights. Its signatures take some of three inputs:
+model's weights: `write_saved_model` of its `signature_translators`. Its signatures take
+some of three inputs:
 
     texts           string  (batch,)    source sentences, raw, as a user types them
     prefixes        string  (batch,)    what each translation must begin with ("" none)
@@ -81,11 +82,30 @@ def export_saved_model(
     directory, model, source_tokenizer, target_tokenizer, *, greedy, beam, sampling=None,
     source_end=False,
 ):
-    """Writes a SavedModel with the signatures of the module into `directory`.
+    """Writes a SavedModel with the signatures of the module into `directory`:
+    `write_saved_model` of the `signature_translators` of the arguments.
 
     Args:
         directory: an absent or empty directory (`attncli.files.new_directory` gives one
             that is put in place only once written).
+        model, source_tokenizer, target_tokenizer, greedy, beam, sampling, source_end:
+            as `signature_translators` takes them.
+    """
+    write_saved_model(directory, signature_translators(
+        model, source_tokenizer, target_tokenizer, greedy=greedy, beam=beam,
+        sampling=sampling, source_end=source_end,
+    ))
+
+
+def signature_translators(
+    model, source_tokenizer, target_tokenizer, *, greedy, beam, sampling=None,
+    source_end=False,
+):
+    """The `Translator`s the signatures of the module call, as `write_saved_model` takes
+    them: {"greedy": ..., "beam": ..., "sample": ...}, without attention weights and
+    without per-call settings.
+
+    Args:
         model: the `Seq2Seq`, or an `Ensemble` of them.
         source_tokenizer, target_tokenizer: `Tokenizer`s with their vocabularies.
         greedy: the `SearchConfig` of the `greedy` signatures (`beam_size` 1); the
@@ -97,8 +117,6 @@ def export_saved_model(
         source_end: bool, append the end id to each source, as the model was trained.
             Defaults to False.
     """
-    import keras
-
     from attncli.config.search import Sampling
 
     sampling = Sampling() if sampling is None else sampling
@@ -109,24 +127,43 @@ def export_saved_model(
     if sampling.samples != 1:
         raise ValueError(f"the sample signature draws one translation per sentence. "
                          f"Received: samples={sampling.samples}")
+    searches = {"greedy": (greedy, None), "beam": (beam, None), "sample": (greedy, sampling)}
+    return {kind: Translator(model, source_tokenizer, target_tokenizer, search, source_end,
+                             attention_weights=False, sampling=drawing)
+            for kind, (search, drawing) in searches.items()}
+
+
+def write_saved_model(directory, translators):
+    """Writes a SavedModel with the signatures of the module into `directory`.
+
+    A translator whose `translate_graph` has already run (`attncli export` translates
+    its check's sentences with the same translators) keeps that trace: the archive's
+    trace of each signature calls it rather than tracing the translator again.
+    `tf.saved_model.save` still traces every signature, and so each translator, once
+    more: its save context is part of a trace's key.
+
+    Args:
+        directory: an absent or empty directory (`attncli.files.new_directory` gives one
+            that is put in place only once written).
+        translators: what `signature_translators` returns.
+    """
+    import keras
+
+    model = translators["greedy"].model
     archive = keras.export.ExportArchive()
     for member in model.models if isinstance(model, Ensemble) else [model]:
         archive.track(member)
     # A tokenizer's own resources (a SentencePiece model) go with the graph that uses them.
-    for tokenizer in (source_tokenizer, target_tokenizer):
+    for tokenizer in (translators["greedy"].source_tokenizer,
+                      translators["greedy"].target_tokenizer):
         for trackable in tokenizer.trackables:
             archive.track(trackable)
+    for translator in translators.values():
+        archive.track(translator.source_table)
+        archive.track(translator.target_table)
     specs = {"texts": tf.TensorSpec([None], tf.string, name=INPUT),
              "prefixes": tf.TensorSpec([None], tf.string, name="prefixes"),
              "seeds": tf.TensorSpec([None], tf.int64, name="seeds")}
-    searches = {"greedy": (greedy, None), "beam": (beam, None), "sample": (greedy, sampling)}
-    translators = {}
-    for kind, (search, drawing) in searches.items():
-        translator = Translator(model, source_tokenizer, target_tokenizer, search, source_end,
-                                attention_weights=False, sampling=drawing)
-        archive.track(translator.source_table)
-        archive.track(translator.target_table)
-        translators[kind] = translator
     for name in SIGNATURES:
         translator = translators[name.removesuffix("_prefix")]
         inputs = INPUTS[name]
