@@ -59,6 +59,21 @@ def test_a_second_writer_is_refused_and_told_who_writes(tmp_path):
     unlock_run(directory)
 
 
+def locks_in_another_process(directory):
+    """Whether a second process can lock `directory` now, as attncli train would."""
+    other = subprocess.run([sys.executable, "-c", holder_script(directory, 0)], env=ENV,
+                           capture_output=True, text=True, timeout=60)
+    return other.returncode == 0 and other.stdout == "locked\n"
+
+
+def test_a_resume_refused_in_process_leaves_the_run_free(run):
+    result = CliRunner().invoke(app, ["train", "--resume", "--run-dir", str(run),
+                                      "--set", "model.units=8"])
+    assert result.exit_code == 2
+    assert "--set model.units cannot change a run that is resumed" in result.output
+    assert locks_in_another_process(run)
+
+
 @pytest.mark.slow
 def test_training_run_refuses_other_writers_and_serves_readers(run, tmp_path):
     longer = start("train", "--resume", "--run-dir", run, "--set", "training.epochs=50",
@@ -136,9 +151,7 @@ def test_an_index_naming_a_missing_checkpoint_resumes_from_the_files(run):
     assert (run / "model" / "model.weights.h5").read_bytes() == weights
     assert "ckpt-99" in (run / "checkpoints" / "checkpoint.damaged").read_text()
     # Training in this process has returned: another process may write the run now.
-    other = subprocess.run([sys.executable, "-c", holder_script(run, 0)], env=ENV,
-                           capture_output=True, text=True, timeout=60)
-    assert other.returncode == 0 and other.stdout == "locked\n", other.stderr
+    assert locks_in_another_process(run)
 
 
 @pytest.mark.slow

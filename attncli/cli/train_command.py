@@ -63,38 +63,11 @@ def resolve_run(config_path, overrides, run_dir, data_dir, resume, overwrite,
         worker_dir = _worker_directory(run_dir)
         run = RunDirectory.open(worker_dir if worker_dir.exists() else run_dir)
         run.lock()
-        if not run.config_path.is_file():
-            raise AttncliError(
-                f"{run.config_path} is missing: the run cannot be resumed without the "
-                "configuration it trained with; put it back, or start again with --overwrite"
-            )
-        mapping = load_yaml(run.config_path)
         try:
-            saved = run_config_from_mapping(copy.deepcopy(mapping))
-            _check_patterns(saved.data, load_tensorflow)
-        except AttncliError as error:
-            raise AttncliError(
-                f"{run.config_path}, the configuration the run saved, is damaged: {error}"
-            ) from None
-        for override in overrides:
-            key = override.partition("=")[0].strip()
-            if key not in RESUMABLE_OVERRIDES:
-                raise AttncliError(
-                    f"--set {key} cannot change a run that is resumed (only "
-                    f"{', '.join(RESUMABLE_OVERRIDES)} can); start a new run instead"
-                )
-        config = run_config_from_mapping(apply_overrides(mapping, overrides))
-        role = _role(config)
-        if role is not None and role.directory(run_dir) != run.path:
-            raise AttncliError(
-                f"{role.directory(run_dir)}: no such run directory; this worker has no "
-                "checkpoints to resume from"
-            )
-        if init_from is not None:
-            _check_resumed_origin(run, init_from)
-        if overrides:
-            save_yaml(config, run.config_path)
-            run.log(f"resumed with {' '.join(overrides)}")
+            config, role = _resumed_config(run, run_dir, overrides, load_tensorflow, init_from)
+        except BaseException:
+            run.unlock()  # a refused resume leaves the run free, as it found it
+            raise
         return config, run, role
     config = load_run_config(config_path, overrides)
     _check_patterns(config.data, load_tensorflow)
@@ -124,6 +97,44 @@ def resolve_run(config_path, overrides, run_dir, data_dir, resume, overwrite,
         run.discard()
         raise
     return config, run, role
+
+
+def _resumed_config(run, run_dir, overrides, load_tensorflow, init_from):
+    """The configuration `run` (locked) resumes with, its saved one changed by `overrides`
+    (saved back when there are any), and the cluster role: `(config, role)`."""
+    if not run.config_path.is_file():
+        raise AttncliError(
+            f"{run.config_path} is missing: the run cannot be resumed without the "
+            "configuration it trained with; put it back, or start again with --overwrite"
+        )
+    mapping = load_yaml(run.config_path)
+    try:
+        saved = run_config_from_mapping(copy.deepcopy(mapping))
+        _check_patterns(saved.data, load_tensorflow)
+    except AttncliError as error:
+        raise AttncliError(
+            f"{run.config_path}, the configuration the run saved, is damaged: {error}"
+        ) from None
+    for override in overrides:
+        key = override.partition("=")[0].strip()
+        if key not in RESUMABLE_OVERRIDES:
+            raise AttncliError(
+                f"--set {key} cannot change a run that is resumed (only "
+                f"{', '.join(RESUMABLE_OVERRIDES)} can); start a new run instead"
+            )
+    config = run_config_from_mapping(apply_overrides(mapping, overrides))
+    role = _role(config)
+    if role is not None and role.directory(run_dir) != run.path:
+        raise AttncliError(
+            f"{role.directory(run_dir)}: no such run directory; this worker has no "
+            "checkpoints to resume from"
+        )
+    if init_from is not None:
+        _check_resumed_origin(run, init_from)
+    if overrides:
+        save_yaml(config, run.config_path)
+        run.log(f"resumed with {' '.join(overrides)}")
+    return config, role
 
 
 def _check_resumed_origin(run, init_from):
