@@ -10,7 +10,11 @@ surviving a `.keras` round trip and `get_config`.
 import keras
 import numpy as np
 import pytest
+from attncli_runs import TINY
+from cli_errors import one_line_error
+from typer.testing import CliRunner
 
+from attncli.cli.app import app
 from attncli.config.model import ModelConfig
 from attncli.model.encoder_decoder import Seq2Seq
 from attncli.model.transformer_encoder import TransformerEncoder
@@ -85,3 +89,15 @@ def test_the_encoder_s_config_rebuilds_its_gain():
 def test_a_gain_without_a_final_norm_or_not_positive_is_rejected(fields, message):
     with pytest.raises(ValueError, match=message):
         ModelConfig(source_vocab_size=10, target_vocab_size=10, **fields)
+
+
+@pytest.mark.parametrize("value, message", [
+    ("0.5", "model: encoder_norm_gain sets the gain of the final LayerNorm"),
+    ("-1", "model: encoder_norm_gain must be a positive number"),
+])
+def test_the_command_reports_a_wrong_gain_in_one_line(value, message, tmp_path):
+    # The tiny config's encoder is recurrent: it has no final LayerNorm.
+    result = CliRunner().invoke(app, ["train", str(TINY), "--run-dir", str(tmp_path / "run"),
+                                      "--set", f"model.encoder_norm_gain={value}"])
+    assert one_line_error(result).startswith(f"Error: {message}")
+    assert not (tmp_path / "run").exists()
