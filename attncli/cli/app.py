@@ -298,7 +298,8 @@ def train(
         Path | None,
         typer.Option("--init-from", metavar="RUN",
                      help="Fine-tune: start from the model RUN kept and its vocabularies "
-                     "(same model and tokenization settings); the optimizer starts fresh."),
+                     "(same model and tokenization settings, or RUN's recurrent encoder "
+                     "grown into a cascade); the optimizer starts fresh."),
     ] = None,
 ):
     """Train an attention encoder-decoder; progress on stderr, summary on stdout.

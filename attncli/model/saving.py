@@ -74,6 +74,41 @@ def load_weights(model, path, advice, error=ModelFileError):
         ) from None
 
 
+def load_matching_weights(model, source_config, path, advice, error=ModelFileError):
+    """Load into `model` the weights of the model of `source_config` stored at `path`
+    that it shares: every variable whose path below the model's name and whose shape
+    are the same. The others keep their initial values.
+
+    Args:
+        model: a built `Seq2Seq`.
+        source_config: the `ModelConfig` the weights at `path` belong to.
+        path: a `.weights.h5` file of that model.
+        advice: what the user can do when the file cannot be read.
+        error: the `AttncliError` subclass raised then. Defaults to `ModelFileError`.
+
+    Returns:
+        The paths (below the model's name) of `model`'s variables left as they were.
+    """
+    from attncli.model.encoder_decoder import Seq2Seq
+
+    source = Seq2Seq(source_config)
+    load_weights(source, path, advice, error=error)
+    theirs = {_inner_path(variable): variable for variable in source.weights}
+    fresh = []
+    for variable in model.weights:
+        match = theirs.get(_inner_path(variable))
+        if match is not None and tuple(match.shape) == tuple(variable.shape):
+            variable.assign(match.value)
+        else:
+            fresh.append(_inner_path(variable))
+    return fresh
+
+
+def _inner_path(variable):
+    """`seq2_seq_1/encoder/embedding/embeddings` -> `encoder/embedding/embeddings`."""
+    return variable.path.split("/", 1)[1]
+
+
 def save_model(
     directory, model, source_tokenizer, target_tokenizer, *, source_end=False, metadata=None
 ):
@@ -154,4 +189,3 @@ def read_model_config(directory):
     except AttncliError as error:
         raise ModelFileError(f"{path} is damaged: {error}") from None
     return {**config, "model": model}
-

@@ -27,11 +27,12 @@ from attncli.errors import AttncliError, first_line
 from attncli.model.encoder_decoder import Seq2Seq
 from attncli.model.footprint import check_fits_in_memory
 from attncli.model.saving import (
-    CONFIG_FILE, WEIGHTS_FILE, load_weights, model_files, saved_metadata,
+    CONFIG_FILE, WEIGHTS_FILE, ModelFileError, load_matching_weights, load_weights,
+    model_files, read_model_config, saved_metadata,
 )
 from attncli.training.checkpoint_files import checkpoint_paths, repair_index
 from attncli.training.distribution import Workers, make_strategy
-from attncli.training.init_from import read_record
+from attncli.training.init_from import grows_into_cascade, read_record
 from attncli.training.precision import resolve as resolve_precision
 from attncli.training.steps import GradientSums, make_optimizer
 from attncli.training.stop_metric import StopMetric
@@ -300,14 +301,50 @@ def prepare_tokenizers(config, run, splits, resume, init_from=None, data_dir=Non
 
 def load_initial_weights(model, init_from, progress):
     """Load the weights of `init_from`'s kept model into `model` (same architecture,
-    checked by `check_init_from`), and say what starts fresh."""
-    load_weights(model, init_from.weights_path, "the file is missing, damaged or belongs to "
-                 "another model; give another --init-from, or start again with --overwrite",
-                 error=AttncliError)
+    or a recurrent encoder grown into a cascade, as `check_init_from` checked), and
+    say what starts fresh."""
+    advice = ("the file is missing, damaged or belongs to another model; give another "
+              "--init-from, or start again with --overwrite")
+    init_from.check_unchanged()
+    try:
+        kept = read_model_config(init_from.model_dir)["model"]
+    except ModelFileError as error:
+        raise AttncliError(
+            f"--init-from: {error}; put RUN's kept model back, or start again with "
+            "--overwrite"
+        ) from None
+    taken = "its weights and vocabularies"
+    if grows_into_cascade(kept, model.config):
+        fresh = load_matching_weights(model, kept, init_from.weights_path, advice,
+                                      error=AttncliError)
+        taken = (f"its vocabularies and {len(model.weights) - len(fresh)} of the "
+                 f"{len(model.weights)} weights, its recurrent encoder grown into a "
+                 f"cascade; fresh: {', '.join(fresh_parts(model, fresh))}")
+    else:
+        load_weights(model, init_from.weights_path, advice, error=AttncliError)
     progress.message(
-        f"initialised from {init_from.describe()}: its weights and vocabularies; the "
-        "optimizer starts fresh and the learning-rate schedule at step 0"
+        f"initialised from {init_from.describe()}: {taken}; the optimizer starts fresh "
+        "and the learning-rate schedule at step 0"
     )
+
+
+def fresh_parts(model, fresh):
+    """The names of `fresh` (variable paths below the model's name) for a person: a layer
+    (`encoder/block_0`) where all its variables are fresh, else the variables."""
+    layers = {}
+    for variable in model.weights:
+        path = variable.path.split("/", 1)[1]
+        layers.setdefault(_layer_of(path), []).append(path)
+    parts = []
+    for path in fresh:
+        whole = all(other in fresh for other in layers[_layer_of(path)])
+        parts.append(_layer_of(path) if whole else path)
+    return list(dict.fromkeys(parts))
+
+
+def _layer_of(path):
+    """`encoder/block_0/W_1/kernel` -> `encoder/block_0`."""
+    return "/".join(path.split("/")[:2])
 
 
 def learn_tokenizer(side, texts, base="."):

@@ -7,10 +7,17 @@ tokenizer files, copied into the new run, which learns no vocabulary of its own)
 optimizer starts fresh and its learning-rate schedule at step 0. The new configuration
 must build the same model: every `model:` key equal to RUN's but `dropout` and
 `attention_dropout` (they shape no weight), and every tokenization and vocabulary key of
-`data:` equal (`source`, `target`, `shared_vocab`, `source_end`). Where the run came from
-is written into it (`init_from.json`, `train.log`, and the kept model's metadata), so a
-fine-tuning run that is resumed continues from its own checkpoint; only a run killed
-before its first checkpoint starts from RUN again.
+`data:` equal (`source`, `target`, `shared_vocab`, `source_end`).
+
+One change of architecture is allowed: a run with a recurrent encoder may grow into a
+cascade (`encoder: cascade`, the recurrent layers of Chen et al. 2018 with self-attention
+blocks stacked on them). The keys that shape only the blocks are the new configuration's
+to set; every other key stays RUN's. The weights the two models share (same path, same
+shape) are RUN's, the rest start fresh (`load_initial_weights` in the builder says which).
+
+Where the run came from is written into it (`init_from.json`, `train.log`, and the kept
+model's metadata), so a fine-tuning run that is resumed continues from its own checkpoint;
+only a run killed before its first checkpoint starts from RUN again.
 
 No TensorFlow here: the checks run before it is imported.
 """
@@ -32,6 +39,11 @@ from attncli.training.run_directory import RunDirectory
 
 # Model keys that shape no weight: fine-tuning may change them.
 FREE_MODEL_KEYS = ("dropout", "attention_dropout")
+# Model keys that shape only a cascade's blocks: a recurrent run grown into a cascade
+# takes them from the new configuration ...
+BLOCK_KEYS = ("encoder_blocks", "encoder_norm_gain")
+# ... and these too, unless a self-attention decoder's blocks read them as well.
+SHARED_BLOCK_KEYS = ("heads", "feed_forward_dim", "activation", "norm")
 # The data keys that decide the vocabularies and how text becomes ids.
 _DATA_KEYS = ("shared_vocab", "source_end")
 
@@ -44,11 +56,14 @@ class InitFrom:
         run: the absolute path of the run it comes from.
         model_dir: that run's kept model directory, `run/model`.
         metadata: the kept model's metadata (its epoch and validation figures).
+        weights_sha256: the SHA-256 of its weights when the new run started from
+            them, or None (before the new run recorded it).
     """
 
     run: Path
     model_dir: Path
     metadata: dict
+    weights_sha256: str | None = None
 
     @property
     def weights_path(self):
@@ -65,16 +80,43 @@ class InitFrom:
 
     def record(self):
         """What `init_from.json` holds: where the weights came from, and their SHA-256."""
+        return {
+            "run": str(self.run),
+            "model": str(self.model_dir),
+            "weights_sha256": self.weights_digest(),
+            "metadata": self.metadata,
+        }
+
+    def weights_digest(self):
+        """The SHA-256 of the kept model's weights file, in hex."""
         digest = hashlib.sha256()
         with open(self.weights_path, "rb") as stream:
             for block in iter(lambda: stream.read(1 << 20), b""):
                 digest.update(block)
-        return {
-            "run": str(self.run),
-            "model": str(self.model_dir),
-            "weights_sha256": digest.hexdigest(),
-            "metadata": self.metadata,
-        }
+        return digest.hexdigest()
+
+    def check_unchanged(self):
+        """Raise when the weights are no longer those the new run recorded at its start
+        (RUN trained again, or its model replaced, before the new run's first checkpoint).
+
+        Raises:
+            AttncliError: one line naming the weights file.
+        """
+        if self.weights_sha256 is None:
+            return
+        try:
+            unchanged = self.weights_digest() == self.weights_sha256
+        except OSError as error:
+            raise AttncliError(
+                f"cannot read {self.weights_path} ({error.strerror or error}), the weights "
+                "this run started from: put them back, or start again with --overwrite"
+            ) from None
+        if not unchanged:
+            raise AttncliError(
+                f"{self.weights_path} has changed since this run started from it (its "
+                "SHA-256 is not the one in init_from.json): put those weights back, or "
+                "start again with --overwrite"
+            )
 
 
 def check_init_from(path, config):
@@ -114,10 +156,13 @@ def check_init_from(path, config):
             f"{model_dir / missing} is missing: the kept model is incomplete; copy the run "
             "again, or give another --init-from"
         )
+    keys = _model_keys(kept["model"], config.model)
     _check_same(
-        {key: getattr(kept["model"], key) for key in _model_keys()},
-        {key: getattr(config.model, key) for key in _model_keys()},
-        "model", model_dir / CONFIG_FILE, "fine-tuning keeps RUN's architecture",
+        {key: getattr(kept["model"], key) for key in keys},
+        {key: getattr(config.model, key) for key in keys},
+        "model", model_dir / CONFIG_FILE,
+        "fine-tuning keeps RUN's architecture (a recurrent encoder may only grow into a "
+        "cascade)",
     )
     if kept["source_end"] != config.data.source_end:
         _differs("data.source_end", config.data.source_end, kept["source_end"],
@@ -137,9 +182,21 @@ def check_init_from(path, config):
                     metadata=kept["metadata"])
 
 
-def _model_keys():
+def grows_into_cascade(kept, model):
+    """Whether a run whose kept model has settings `kept` starts a model of settings
+    `model` by growing its recurrent encoder into a cascade."""
+    return kept.encoder == "rnn" and model.encoder == "cascade"
+
+
+def _model_keys(kept, model):
+    """The model keys that must be equal to RUN's."""
+    free = FREE_MODEL_KEYS
+    if grows_into_cascade(kept, model):
+        free += ("encoder",) + BLOCK_KEYS
+        if kept.decoder != "self-attention":
+            free += SHARED_BLOCK_KEYS
     return [field.name for field in dataclasses.fields(ModelSettings)
-            if field.name not in FREE_MODEL_KEYS]
+            if field.name not in free]
 
 
 def _check_same(theirs, ours, prefix, source, reason):
@@ -173,7 +230,8 @@ def read_record(run):
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
         return InitFrom(run=Path(record["run"]), model_dir=Path(record["model"]),
-                        metadata=dict(record.get("metadata") or {}))
+                        metadata=dict(record.get("metadata") or {}),
+                        weights_sha256=record.get("weights_sha256"))
     except (OSError, ValueError, KeyError, TypeError):
         raise AttncliError(
             f"{path} is unreadable or damaged; it names the run this one started from: "
