@@ -174,8 +174,8 @@ def translated(trained):  # noqa: F811
 
 @pytest.mark.slow
 def test_the_offline_file_shows_the_attention_and_walks_a_step(
-        tab, trained, translated):  # noqa: F811
-    page_file = trained.parent / "pages" / "hungry.html"  # the folder is made
+        tab, trained, translated, tmp_path):  # noqa: F811
+    page_file = tmp_path / "pages" / "hungry.html"  # the folder is made
     in_process("inspect-weights", trained, "--text", SENTENCE, "--html", page_file)
     url = page_file.resolve().as_uri()
     tab.goto(url)
@@ -219,10 +219,11 @@ def ready(url):
 
 
 @pytest.fixture(scope="module")
-def server(trained):  # noqa: F811
+def server(trained, tmp_path_factory):  # noqa: F811
     """`attncli serve` of the tiny run on a free loopback port."""
     url = f"http://127.0.0.1:{free_port()}"
-    process = start("serve", trained, "--port", url.rsplit(":", 1)[1], cwd=trained.parent)
+    process = start("serve", trained, "--port", url.rsplit(":", 1)[1],
+                    cwd=tmp_path_factory.mktemp("serve"))
     try:
         wait_for(lambda: ready(url), process)
         yield url
