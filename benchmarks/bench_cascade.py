@@ -163,7 +163,8 @@ def main():
     except AttncliError as error:
         if args.debug:
             raise
-        print(f"error: {error}", file=sys.stderr)
+        # The data errors name attncli's option; this script's is --data.
+        print(f"error: {str(error).replace('--data-dir', '--data')}", file=sys.stderr)
         sys.exit(2)
 
 
