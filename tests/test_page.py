@@ -12,7 +12,6 @@ import re
 import socket
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import numpy as np
 import pytest
