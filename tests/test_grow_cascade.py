@@ -15,7 +15,7 @@ from attncli.errors import AttncliError
 from attncli.training.init_from import check_init_from
 from tests.attncli_runs import TINY, trained  # noqa: F401  trained is a fixture
 from tests.recorder import Recorder
-from tests.test_init_from import in_process, succeeds_here
+from tests.test_init_from import build_finetuning, in_process, succeeds_here
 
 # The tiny run's GRU encoder (sum of directions, 32 features) under two blocks.
 GROW = ["model.encoder=cascade", "model.encoder_blocks=2", "model.heads=2"]
@@ -24,18 +24,6 @@ GROW = ["model.encoder=cascade", "model.encoder_blocks=2", "model.heads=2"]
 def inner(variable):
     """A variable's path below its model's name: `encoder/embedding/embeddings`."""
     return variable.path.split("/", 1)[1]
-
-
-def build_grown(base, run_dir, overrides=GROW):
-    """The `TrainingParts` of a tiny cascade started from `base`, as `attncli train` makes
-    them, and what it said."""
-    from attncli.cli.train_command import resolve_run
-    from attncli.training.builder import build_training
-
-    config, run, _ = resolve_run(TINY, overrides, run_dir=run_dir, data_dir=None,
-                                 resume=False, overwrite=False, init_from=base)
-    recorder = Recorder()
-    return build_training(config, run, recorder, resume=False), recorder
 
 
 def test_the_blocks_keys_are_the_new_configuration_s(trained):
@@ -106,7 +94,7 @@ def test_the_grown_model_starts_from_run_s_weights_and_new_blocks(trained, tmp_p
     from attncli.model.encoder import Encoder
     from attncli.search.loading import load_model
 
-    parts, recorder = build_grown(trained, tmp_path / "grown")
+    parts, recorder = build_finetuning(trained, tmp_path / "grown", overrides=GROW)
     model, kept = parts.model, load_model(trained / "model").model
     assert model.config.encoder == "cascade" and kept.config.encoder == "rnn"
     theirs = {inner(variable): variable.numpy() for variable in kept.weights}
@@ -141,14 +129,12 @@ def test_a_grown_run_killed_before_its_first_checkpoint_grows_again(trained, tmp
 
     base = tmp_path / "base"
     shutil.copytree(trained, base)
-    build_grown(base, tmp_path / "grown")  # the run is made, then nothing is trained
-    config, run, _ = resolve_run(None, [], run_dir=tmp_path / "grown", data_dir=None,
-                                 resume=True, overwrite=False, init_from=None)
-    recorder = Recorder()
-    parts = build_training(config, run, recorder, resume=True)
+    # The run is made, then nothing is trained.
+    build_finetuning(base, tmp_path / "grown", overrides=GROW)[0].run.unlock()
+    parts, recorder = build_finetuning(base, tmp_path / "grown", resume=True)
     assert any("its recurrent encoder grown into a cascade" in m for m in recorder.messages)
     assert parts.model.config.encoder == "cascade"
-    run.unlock()
+    parts.run.unlock()
 
     # RUN trained again meanwhile: its weights are no longer those the run started from.
     weights = base / "model" / "model.weights.h5"

@@ -20,14 +20,15 @@ VOCABULARY_FILES = ("source.tokenizer.json", "source.vocab.txt",
                     "target.tokenizer.json", "target.vocab.txt")
 
 
-def build_finetuning(base, run_dir, resume=False):
-    """The `TrainingParts` of a tiny run started from `base`, as `attncli train` makes them."""
+def build_finetuning(base, run_dir, resume=False, overrides=()):
+    """The `TrainingParts` of a tiny run (with `overrides`) started from `base`, as
+    `attncli train` makes them, and what it said."""
     from attncli.cli.train_command import resolve_run
     from attncli.training.builder import build_training
 
     config, run, _ = resolve_run(
-        None if resume else TINY, [], run_dir=run_dir, data_dir=None, resume=resume,
-        overwrite=False, init_from=None if resume else base,
+        None if resume else TINY, [] if resume else list(overrides), run_dir=run_dir,
+        data_dir=None, resume=resume, overwrite=False, init_from=None if resume else base,
     )
     recorder = Recorder()
     return build_training(config, run, recorder, resume=resume), recorder

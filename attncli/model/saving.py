@@ -93,19 +93,20 @@ def load_matching_weights(model, source_config, path, advice, error=ModelFileErr
 
     source = Seq2Seq(source_config)
     load_weights(source, path, advice, error=error)
-    theirs = {_inner_path(variable): variable for variable in source.weights}
+    theirs = {inner_path(variable): variable for variable in source.weights}
     fresh = []
     for variable in model.weights:
-        match = theirs.get(_inner_path(variable))
+        match = theirs.get(inner_path(variable))
         if match is not None and tuple(match.shape) == tuple(variable.shape):
             variable.assign(match.value)
         else:
-            fresh.append(_inner_path(variable))
+            fresh.append(inner_path(variable))
     return fresh
 
 
-def _inner_path(variable):
-    """`seq2_seq_1/encoder/embedding/embeddings` -> `encoder/embedding/embeddings`."""
+def inner_path(variable):
+    """A variable's path below its model's name:
+    `seq2_seq_1/encoder/embedding/embeddings` -> `encoder/embedding/embeddings`."""
     return variable.path.split("/", 1)[1]
 
 

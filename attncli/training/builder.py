@@ -27,8 +27,8 @@ from attncli.errors import AttncliError, first_line
 from attncli.model.encoder_decoder import Seq2Seq
 from attncli.model.footprint import check_fits_in_memory
 from attncli.model.saving import (
-    CONFIG_FILE, WEIGHTS_FILE, ModelFileError, load_matching_weights, load_weights,
-    model_files, read_model_config, saved_metadata,
+    CONFIG_FILE, WEIGHTS_FILE, ModelFileError, inner_path, load_matching_weights,
+    load_weights, model_files, read_model_config, saved_metadata,
 )
 from attncli.training.checkpoint_files import checkpoint_paths, repair_index
 from attncli.training.distribution import Workers, make_strategy
@@ -333,11 +333,12 @@ def fresh_parts(model, fresh):
     (`encoder/block_0`) where all its variables are fresh, else the variables."""
     layers = {}
     for variable in model.weights:
-        path = variable.path.split("/", 1)[1]
+        path = inner_path(variable)
         layers.setdefault(_layer_of(path), []).append(path)
+    unset = set(fresh)
     parts = []
     for path in fresh:
-        whole = all(other in fresh for other in layers[_layer_of(path)])
+        whole = all(other in unset for other in layers[_layer_of(path)])
         parts.append(_layer_of(path) if whole else path)
     return list(dict.fromkeys(parts))
 
