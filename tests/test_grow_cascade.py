@@ -14,7 +14,6 @@ from attncli.config.run import load_run_config
 from attncli.errors import AttncliError
 from attncli.training.init_from import check_init_from
 from tests.attncli_runs import TINY, trained  # noqa: F401  trained is a fixture
-from tests.recorder import Recorder
 from tests.test_init_from import build_finetuning, in_process, succeeds_here
 
 # The tiny run's GRU encoder (sum of directions, 32 features) under two blocks.
@@ -123,10 +122,17 @@ def test_the_grown_model_starts_from_run_s_weights_and_new_blocks(trained, tmp_p
     assert record["run"] == str(trained.resolve())
 
 
-def test_a_grown_run_killed_before_its_first_checkpoint_grows_again(trained, tmp_path):
-    from attncli.cli.train_command import resolve_run
-    from attncli.training.builder import build_training
+def refused_in_one_line(result):
+    """The error line of a refused `attncli` command: exit 2, one line, the last on
+    stderr after the progress lines."""
+    assert result.exit_code == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert [line for line in lines if line.startswith("Error: ")] == lines[-1:], lines
+    assert "Traceback" not in result.stderr
+    return lines[-1]
 
+
+def test_a_grown_run_killed_before_its_first_checkpoint_grows_again(trained, tmp_path):
     base = tmp_path / "base"
     shutil.copytree(trained, base)
     # The run is made, then nothing is trained.
@@ -136,15 +142,21 @@ def test_a_grown_run_killed_before_its_first_checkpoint_grows_again(trained, tmp
     assert parts.model.config.encoder == "cascade"
     parts.run.unlock()
 
+    # RUN's kept model damaged meanwhile: named in one line, exit 2.
+    config_file = base / "model" / "config.json"
+    saved = config_file.read_bytes()
+    config_file.write_text("{", encoding="utf-8")
+    refused = in_process("train", "--resume", "--run-dir", tmp_path / "grown")
+    line = refused_in_one_line(refused)
+    assert f"--init-from: cannot read {config_file.resolve()}" in line
+    assert line.endswith("put RUN's kept model back, or start again with --overwrite")
+    config_file.write_bytes(saved)
+
     # RUN trained again meanwhile: its weights are no longer those the run started from.
     weights = base / "model" / "model.weights.h5"
     weights.write_bytes(weights.read_bytes()[:-1] + b"x")
-    config, run, _ = resolve_run(None, [], run_dir=tmp_path / "grown", data_dir=None,
-                                 resume=True, overwrite=False, init_from=None)
-    with pytest.raises(AttncliError) as error:
-        build_training(config, run, Recorder(), resume=True)
-    run.unlock()
-    assert str(error.value) == (
+    refused = in_process("train", "--resume", "--run-dir", tmp_path / "grown")
+    assert refused_in_one_line(refused).endswith(
         f"{weights.resolve()} has changed since this run started from it (its SHA-256 is "
         "not the one in init_from.json): put those weights back, or start again with "
         "--overwrite"
