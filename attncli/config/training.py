@@ -30,6 +30,15 @@ class TrainingConfig:
         warmup_steps: int >= 0 (>= 1 for `"inverse_sqrt"`). Defaults to 0.
         decay_steps: int >= 1. Defaults to 10000.
         decay_rate: float in (0, 1]. Defaults to 0.5.
+        adam_beta_1: float in [0, 1), Adam's decay of the gradients' moving mean
+            `m <- beta_1 m + (1 - beta_1) g` (Kingma & Ba 2015). Defaults to 0.9.
+        adam_beta_2: float in [0, 1), Adam's decay of the squared gradients' moving
+            mean `v <- beta_2 v + (1 - beta_2) g^2`; the update is
+            `w <- w - lr sqrt(1 - beta_2^t) / (1 - beta_1^t) m / (sqrt(v) + epsilon)`.
+            Vaswani et al. 2017 and Wu et al. 2021 use 0.98, which forgets a large early
+            gradient sooner. Defaults to 0.999.
+        adam_epsilon: float > 0, Adam's `epsilon` (added to `sqrt(v)`, Keras's
+            placement). Defaults to 1e-7, Keras's.
         clip_norm: float or None, clip gradients to this global norm. Defaults to 5.0.
         label_smoothing: float in [0, 1), the mass spread uniformly over the
             tokens search may emit: the vocabulary without padding and
@@ -83,6 +92,9 @@ class TrainingConfig:
     warmup_steps: int = 0
     decay_steps: int = 10000
     decay_rate: float = 0.5
+    adam_beta_1: float = 0.9
+    adam_beta_2: float = 0.999
+    adam_epsilon: float = 1e-7
     clip_norm: float | None = 5.0
     label_smoothing: float = 0.1
     logits_on: Literal["tokens", "all"] = "tokens"
@@ -106,6 +118,15 @@ class TrainingConfig:
         if not 0.0 < self.decay_rate <= 1.0:
             raise ValueError(
                 f"decay_rate must be in (0, 1]. Received: decay_rate={self.decay_rate}"
+            )
+        for name in ("adam_beta_1", "adam_beta_2"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(
+                    f"{name} must be in [0, 1). Received: {name}={getattr(self, name)}"
+                )
+        if self.adam_epsilon <= 0:
+            raise ValueError(
+                f"adam_epsilon must be positive. Received: adam_epsilon={self.adam_epsilon}"
             )
         if self.clip_norm is not None and self.clip_norm <= 0:
             raise ValueError(

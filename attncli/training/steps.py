@@ -67,7 +67,7 @@ class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
 
 def make_optimizer(config=None):
-    """Adam (`FusedAdam`) with the configured schedule, clipping by global norm and average.
+    """Adam (`FusedAdam`) with the configured betas, epsilon, schedule, clipping and average.
 
     With `config.average_decay`, an `AveragingAdam` keeps the moving average of the
     trainable weights; `finalize_variable_values` copies it into them. With
@@ -81,13 +81,14 @@ def make_optimizer(config=None):
             config.learning_rate, config.schedule, config.warmup_steps,
             config.decay_steps, config.decay_rate,
         )
+    options = dict(
+        learning_rate=learning_rate, beta_1=config.adam_beta_1, beta_2=config.adam_beta_2,
+        epsilon=config.adam_epsilon, global_clipnorm=config.clip_norm,
+    )
     if config.average_decay is None:
-        optimizer = FusedAdam(learning_rate=learning_rate, global_clipnorm=config.clip_norm)
+        optimizer = FusedAdam(**options)
     else:
-        optimizer = AveragingAdam(
-            learning_rate=learning_rate, global_clipnorm=config.clip_norm, use_ema=True,
-            ema_momentum=config.average_decay,
-        )
+        optimizer = AveragingAdam(**options, use_ema=True, ema_momentum=config.average_decay)
     if config.precision == "mixed_float16":
         # The train step multiplies the loss by the scale (`scale_loss`); the
         # wrapper divides the gradients by it, then clips and applies them.
