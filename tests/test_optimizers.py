@@ -79,15 +79,19 @@ def test_fused_adam_follows_a_schedule_and_clipping():
 
 @pytest.mark.parametrize("average_decay", [None, 0.9], ids=["plain", "averaged"])
 def test_the_configs_betas_and_epsilon_reach_adam(average_decay):
-    # Vaswani et al.'s beta_2 = 0.98 and epsilon = 1e-9, with beta_1 moved too, so that
-    # each reaches the update: the raw weights equal the paper's Adam with these values.
+    # Every value moved from Keras's default, each far enough to change the weights by
+    # itself (an epsilon as small as Vaswani et al.'s 1e-9 would not show beside sqrt(v)):
+    # the raw weights equal the paper's Adam with these values.
     rng = np.random.default_rng(2)
     initial = rng.normal(size=(3, 4)).astype("float32")
     gradients = [rng.normal(size=(3, 4)).astype("float32") for _ in range(5)]
-    config = TrainingConfig(learning_rate=0.01, adam_beta_1=0.8, adam_beta_2=0.98,
-                            adam_epsilon=1e-9, clip_norm=None, average_decay=average_decay)
-    expected = numpy_adam(initial, gradients, 0.01, beta_1=0.8, beta_2=0.98, epsilon=1e-9)
+    moved = dict(beta_1=0.8, beta_2=0.98, epsilon=0.05)
+    config = TrainingConfig(learning_rate=0.01, clip_norm=None, average_decay=average_decay,
+                            **{f"adam_{name}": value for name, value in moved.items()})
+    expected = numpy_adam(initial, gradients, 0.01, **moved)
     np.testing.assert_allclose(run(make_optimizer(config), initial, gradients), expected,
                                rtol=1e-5, atol=1e-6)
-    defaults = numpy_adam(initial, gradients, 0.01)
-    assert not np.allclose(expected, defaults, rtol=1e-5, atol=1e-6)
+    for name in moved:
+        left_at_default = numpy_adam(initial, gradients, 0.01,
+                                     **{key: v for key, v in moved.items() if key != name})
+        assert not np.allclose(expected, left_at_default, rtol=1e-5, atol=1e-6), name
