@@ -1,0 +1,150 @@
+"""Attention over a given translation: forced decoding (teacher forcing) of a reference.
+
+`force(translator, sources, references)` reads each source and feeds the model its given
+translation, token by token, as training does: the decoder's input at step t is
+`[START]` followed by the reference's tokens, and step t's output is scored against the
+reference's token t (`[END]` after the last). Nothing is searched, so what is shown is
+the model's attention over exactly the words given (a gold translation, a human post-edit,
+another system's output), and the model's probability of each of them:
+
+    log p(y_t | y_<t, x) = log_softmax(logits_t)[y_t]    over the tokens search may emit
+    log P(Y | X)         = sum_t log p(y_t | y_<t, x)      (`Forced.log_prob`)
+    score(Y, X)          = log P(Y | X) / lp(Y)             the search's own score
+
+with `lp` the length penalty of the translator's search (`attncli.search.decoding`), so a
+reference's score reads on the same scale as a translation's.
+
+Every attention the model has is returned, per layer, `(heads, rows, columns)`: `"cross"`
+(the decoder's attention over the source; a recurrent decoder's single attention as one
+head), and for self-attention sides `"encoder"` and `"decoder"`. Row t of the cross
+attention is the attention of the step that emitted token t, so for the tokens the search
+emitted forced decoding gives the attention the search computed (tests check both).
+"""
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from attncli.data.vocabulary import END, END_TOKEN, START
+
+
+class Forced(NamedTuple):
+    """One source and its given translation, as the model read them.
+
+    Attributes:
+        source: the source text; source_tokens: the tokens the model read.
+        reference: the given translation, as given.
+        tokens: its target tokens, `[END]` last.
+        log_probs: float64 `(len(tokens),)`, `log p(tokens[t] | tokens[:t], source)`.
+        score: `log P / lp`, the search's score of this translation.
+        attentions: dict `"cross"`, `"encoder"`, `"decoder"` (those the model has) of
+            lists, one float64 array per layer: cross `(heads, len(tokens),
+            len(source_tokens))`, encoder `(heads, S, S)`, decoder `(heads, T, T)`.
+    """
+
+    source: str
+    source_tokens: list
+    reference: str
+    tokens: list
+    log_probs: np.ndarray
+    score: float
+    attentions: dict
+
+    @property
+    def log_prob(self):
+        """`log P(reference | source)`, `[END]` included."""
+        return float(np.sum(self.log_probs))
+
+    @property
+    def weights(self):
+        """The cross-attention a search reports for these tokens `(T, S)`: a recurrent
+        decoder's attention, or the last block's averaged over its heads."""
+        return self.attentions["cross"][-1].mean(axis=0)
+
+    def translation(self):
+        """This reference as a `Translation` with one `Hypothesis` (its text as given),
+        for what shows translations: tables, heatmaps, the page, alignments."""
+        from attncli.search.translation import Hypothesis, Translation
+
+        hypothesis = Hypothesis(self.reference, list(self.tokens), self.score, self.weights)
+        return Translation(self.source, list(self.source_tokens), [hypothesis])
+
+
+def force(translator, sources, references, batch_size=32):
+    """Forced decoding of `references` given `sources`, in batches.
+
+    Args:
+        translator: a `attncli.search.translation.Translator` (its model, tokenizers and
+            search's length penalty).
+        sources, references: lists of str of the same length.
+        batch_size: sentences run at once. The sentences are sorted by length first, so
+            a batch holds little padding; the results come back in the given order.
+
+    Returns:
+        list of `Forced`, one per pair.
+    """
+    if len(sources) != len(references):
+        raise ValueError(
+            f"sources and references must pair up: {len(sources)} sources, "
+            f"{len(references)} references"
+        )
+    order = sorted(range(len(sources)), key=lambda i: (len(sources[i]) + len(references[i]), i))
+    results = [None] * len(sources)
+    for start in range(0, len(order), batch_size):
+        indices = order[start:start + batch_size]
+        batch = _force_batch(translator, [sources[i] for i in indices],
+                             [references[i] for i in indices])
+        for index, forced in zip(indices, batch):
+            results[index] = forced
+    return results
+
+
+def _force_batch(translator, sources, references):
+    import tensorflow as tf
+
+    from attncli.search.search_steps import next_token_log_probs
+
+    model = translator.model
+    source_tokens, source_ids = translator.source_ids(tf.constant(sources))
+    target_tokens = translator.target_tokenizer.tokenize(tf.constant(references))
+    target_ids = tf.ragged.map_flat_values(translator.target_table.lookup, target_tokens)
+    rows = target_ids.nrows()
+    end = tf.fill([rows, 1], tf.constant(END, target_ids.dtype))
+    target_out = tf.concat([target_ids, end], axis=1)  # y_1 .. y_T, [END]
+    start = tf.fill([rows, 1], tf.constant(START, target_ids.dtype))
+    target_in = tf.concat([start, target_ids], axis=1)  # [START], y_1 .. y_T
+    target_in_ids = tf.cast(target_in.to_tensor(0), tf.int32)
+    target_out_ids = tf.cast(target_out.to_tensor(0), tf.int32)
+
+    logits = model((source_ids, target_in_ids), training=False)
+    log_probs = next_token_log_probs(tf.cast(logits, tf.float32))
+    chosen = tf.gather(log_probs, target_out_ids, batch_dims=2).numpy().astype("float64")
+    maps = model.attention_maps(source_ids, target_in_ids)
+    maps = {name: [np.asarray(layer, "float64") for layer in layers]
+            for name, layers in maps.items() if layers}
+
+    alpha = float(translator.search_config.alpha)
+    target_tokens = target_tokens.to_list()
+    source_tokens = source_tokens.to_list()
+    results = []
+    for row, (source, reference) in enumerate(zip(sources, references)):
+        read = [token.decode("utf-8") for token in source_tokens[row]]
+        tokens = [token.decode("utf-8") for token in target_tokens[row]] + [END_TOKEN]
+        length, width = len(tokens), len(read)
+        shapes = {"cross": (length, width), "encoder": (width, width),
+                  "decoder": (length, length)}
+        attentions = {
+            name: [layer[row, :, :shapes[name][0], :shapes[name][1]] for layer in layers]
+            for name, layers in maps.items()
+        }
+        row_log_probs = chosen[row, :length]
+        penalty = ((5.0 + length) / 6.0) ** alpha
+        results.append(Forced(source, read, reference, tokens, row_log_probs,
+                              float(np.sum(row_log_probs)) / penalty, attentions))
+    return results
+
+
+def perplexity(forced):
+    """`exp(-log P / T)` of one `Forced` over its tokens, `[END]` included."""
+    return math.exp(-forced.log_prob / len(forced.tokens))
