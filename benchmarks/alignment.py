@@ -1,0 +1,337 @@
+"""Word alignment on the Hansards gold sentences: attncli's attention beside eflomal,
+fast_align, GIZA++ and a diagonal, each scored by its alignment error rate.
+
+Prints one table on the 447 English–French sentences of the NAACL 2003 task
+(`hansards-en-fr/test.{en,fr}`, gold links `test.talp`): for each method the alignment
+error rate, precision and recall (Och & Ney 2003, `attncli.alignment.links`: every row
+scored by the same function, links read English first) and the command that made its
+links.
+
+- **diagonal**: target word j is linked to source word i = round(j (I - 1) / (J - 1)),
+  I and J the source and target lengths in words, halves rounded up (a one-word target
+  to source word 0): the straight line from the first words to the last, what an aligner
+  that read no word would guess.
+- **eflomal** (`benchmarks.eflomal_links`): forward, reverse and each symmetrisation of
+  the two. Run here on the training text with the test sentences appended when
+  `--eflomal-dir` is not given and eflomal is installed (minutes; its links are kept in
+  `--eflomal-out`), else read from `--eflomal-dir`.
+- **published**: the fast_align and GIZA++ outputs of `hansards-en-fr/reference/`; the
+  `*.reverse.talp` ones are written French first and are flipped.
+- **attncli**: `attncli align` run as a user runs it, on `--forward RUN` (English→French):
+  the attention raw and shifted (Chen et al. 2020), per decoder layer for a Transformer;
+  with `--reverse RUN2` (French→English) its own rows and the symmetrised ones (Koehn et
+  al. 2003); with `--guided RUN3` (an English→French run trained with guided alignment)
+  its rows.
+
+    python -m benchmarks.alignment [--data ../shared/data] [--forward RUN] [--reverse RUN2]
+        [--guided RUN3] [--eflomal-dir DIR | --eflomal-out DIR]
+
+Rows whose inputs are not given are left out, with a line on stderr saying why.
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+from attncli.alignment.links import check_within, parse_pharaoh, parse_talp, score_corpus
+from attncli.alignment.symmetrization import SYMMETRIZATIONS, symmetrize
+from attncli.errors import AttncliError
+from benchmarks import eflomal_links
+from benchmarks.eflomal_links import TEST_SENTENCES, read_links
+
+REPO = Path(__file__).resolve().parents[1]
+HANSARDS = "hansards-en-fr"
+# The files of HANSARDS the table reads (the training text for eflomal's corpus).
+DATA_FILES = ("test.en", "test.fr", "test.talp", "train.en.gz", "train.fr.gz", "reference")
+# Where a command shows the Hansards folder; the table's heading says what it stands for.
+FOLDER = "$H"
+PUBLISHED = [
+    ("fast_align forward", "fastalign.enfr.talp"),
+    ("fast_align reverse", "fastalign.enfr.reverse.talp"),
+    ("fast_align grow-diagonal", "fastalign.enfr.grow-diagonal.talp"),
+    ("fast_align grow-diagonal-final", "fastalign.enfr.grow-diagonal-final.talp"),
+    ("GIZA++ forward", "giza.enfr.talp"),
+    ("GIZA++ reverse", "giza.enfr.reverse.talp"),
+    ("GIZA++ grow-diagonal", "giza.enfr.grow-diagonal.talp"),
+    ("GIZA++ grow-diagonal-final", "giza.enfr.grow-diagonal-final.talp"),
+]
+# The symmetrisations of attncli's rows: `attncli align` runs both models once for each.
+ATTNCLI_SYMMETRIZATIONS = ("intersection", "grow-diag", "grow-diag-final-and")
+
+
+class Row(NamedTuple):
+    """A line of the table: the method, the command that made its links, and the links
+    (one set of `(English word, French word)` per test sentence)."""
+
+    method: str
+    command: str
+    links: list
+
+
+class Sentences(NamedTuple):
+    """The gold test sentences."""
+
+    folder: Path  # the Hansards folder
+    sources: list  # English sentences
+    targets: list  # French sentences
+    golds: list  # `Gold` per sentence
+
+
+def diagonal(source_length, target_length):
+    """The diagonal baseline's links of a sentence pair (see the module), computed in
+    integers: i = floor(j (I - 1) / (J - 1) + 1/2)."""
+    if not source_length or not target_length:
+        return frozenset()
+    rise, run = source_length - 1, max(target_length - 1, 1)
+    return frozenset(((2 * j * rise + run) // (2 * run), j) for j in range(target_length))
+
+
+def read_sentences(data):
+    """The test `Sentences` under `--data`; a folder without the Hansards files is one line
+    naming the option."""
+    folder = data / HANSARDS
+    for name in DATA_FILES:
+        if not (folder / name).exists():
+            raise AttncliError(f"--data {data}: there is no {HANSARDS}/{name}; give the shared "
+                               f"data folder, the one that holds {HANSARDS}/")
+    sources = (folder / "test.en").read_text("utf-8").splitlines()
+    targets = (folder / "test.fr").read_text("utf-8").splitlines()
+    golds = [parse_talp(line, f"{folder / 'test.talp'} line {number}") for number, line
+             in enumerate((folder / "test.talp").read_text("utf-8").splitlines(), start=1)]
+    if not len(sources) == len(targets) == len(golds) == TEST_SENTENCES:
+        raise AttncliError(f"--data {data}: {HANSARDS}/test.en, test.fr and test.talp must "
+                           f"hold {TEST_SENTENCES} lines each")
+    return Sentences(folder, sources, targets, golds)
+
+
+def flipped(links):
+    """Links written target first, `j-i`, as `(i, j)`."""
+    return [frozenset((i, j) for j, i in line) for line in links]
+
+
+def left_out(rows, why):
+    print(f"{rows} left out: {why}", file=sys.stderr)
+
+
+def diagonal_rows(test):
+    links = [diagonal(len(source.split()), len(target.split()))
+             for source, target in zip(test.sources, test.targets)]
+    return [Row("diagonal", "i = round(j (I - 1) / (J - 1)), I and J the sentences' lengths",
+                links)]
+
+
+def published_rows(test):
+    rows = []
+    for method, name in PUBLISHED:
+        links = read_links(test.folder / "reference" / name, TEST_SENTENCES)
+        command = f"published: `reference/{name}`"
+        if ".reverse." in name:
+            links, command = flipped(links), command + ", French first, flipped"
+        rows.append(Row(method, command, links))
+    return rows
+
+
+def eflomal_rows(args, test):
+    """eflomal's rows, read from `--eflomal-dir` or aligned here (see the module)."""
+    directory = args.eflomal_dir
+    if directory is None:
+        if eflomal_links.eflomal_align() is None:
+            left_out("eflomal rows", "eflomal is not installed (pip install 'attncli[align]') "
+                     "and no --eflomal-dir was given")
+            return []
+        directory = args.eflomal_out
+        eflomal_links.run(test.folder, directory)
+        print(f"eflomal's links are in {directory}; score them again without aligning with "
+              f"--eflomal-dir {directory}", file=sys.stderr)
+    lines = eflomal_links.training_lines(test.folder) + TEST_SENTENCES
+    forward, reverse = (read_links(directory / f"eflomal.{name}", lines)[-TEST_SENTENCES:]
+                        for name in ("fwd", "rev"))
+    record = directory / "eflomal.command"
+    command = (f"`{record.read_text('utf-8').splitlines()[0]}`" if record.is_file()
+               else f"eflomal links of {directory}")
+    rows = [Row("eflomal forward", command + ": `eflomal.fwd`", forward),
+            Row("eflomal reverse", command + ": `eflomal.rev`", reverse)]
+    for method in SYMMETRIZATIONS:
+        links = [symmetrize(*pair, method) for pair in zip(forward, reverse)]
+        rows.append(Row(f"eflomal {method}", f'`symmetrize(fwd, rev, "{method}")`', links))
+    return rows
+
+
+class Model(NamedTuple):
+    """A run given to the script, and the cross-attention layers `attncli align --layer`
+    can name in its model: `[None]` for one (a recurrent decoder's: no --layer), else
+    1..L (a Transformer's blocks)."""
+
+    run: Path
+    layers: list
+
+
+def given_models(args):
+    """The `Model` of each run option given (`forward`, `reverse`, `guided`; None when
+    not given), checked before anything runs: a folder without a model is one line
+    naming the option."""
+    from attncli.cli.runs import model_directory
+    from attncli.model.saving import read_model_config
+
+    models = {}
+    for option in ("forward", "reverse", "guided"):
+        run = getattr(args, option)
+        if run is None:
+            models[option] = None
+            continue
+        try:
+            config = read_model_config(model_directory(run))
+        except AttncliError as error:
+            raise AttncliError(f"--{option}: {error}") from None
+        layers = config.decoder_layers if config.decoder == "self-attention" else 1
+        models[option] = Model(run, list(range(1, layers + 1)) if layers > 1 else [None])
+    return models
+
+
+def align(test, run, direction, options=()):
+    """The links of `attncli align RUN` on the test sentences, English first (a
+    French→English `direction` is flipped), and the command as shown.
+
+    Args:
+        direction: `("en", "fr")` or `("fr", "en")`: source and target languages.
+        options: the command's further options.
+    """
+    source, target = direction
+
+    def arguments(folder):
+        return [str(run), "--source", f"{folder}/test.{source}",
+                "--target", f"{folder}/test.{target}", *map(str, options)]
+
+    shown = " ".join(["attncli align", *arguments(FOLDER)])
+    print(f"$ {shown}", file=sys.stderr)
+    start = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "attncli", "align", *arguments(test.folder)],
+        capture_output=True, text=True,
+        env={"TF_CPP_MIN_LOG_LEVEL": "2", **os.environ},
+    )
+    if result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or ["no message"])[-1]
+        sys.exit(f"{shown} exited with {result.returncode}: {last}")
+    print(f"  {time.monotonic() - start:.0f} s", file=sys.stderr)
+    lines = result.stdout.split("\n")[:-1]
+    if len(lines) != TEST_SENTENCES:
+        sys.exit(f"{shown} printed {len(lines)} lines for {TEST_SENTENCES} sentence pairs")
+    links = [parse_pharaoh(line, f"{shown} line {number}")
+             for number, line in enumerate(lines, start=1)]
+    return (flipped(links) if direction == ("fr", "en") else links), f"`{shown}`"
+
+
+def model_rows(test, name, model, direction):
+    """Raw and shifted rows of one model, per decoder layer for a Transformer."""
+    rows = []
+    for layer in model.layers:
+        for shift in (False, True):
+            options = [*(["--layer", layer] if layer else []), *(["--shift"] if shift else [])]
+            method = f"{name}, {'shifted' if shift else 'raw'}"
+            if layer:
+                method += f", layer {layer} of {len(model.layers)}"
+            links, command = align(test, model.run, direction, options)
+            rows.append(Row(method, command, links))
+    return rows
+
+
+def attncli_rows(test, models):
+    """The rows of `attncli align` on the runs given (see the module)."""
+    forward, reverse, guided = models["forward"], models["reverse"], models["guided"]
+    rows = []
+    if forward is None:
+        left_out("attncli forward rows", "no --forward RUN (an English→French run) was given")
+    else:
+        rows += model_rows(test, "attncli en→fr", forward, ("en", "fr"))
+    if reverse is None:
+        left_out("attncli reverse and symmetrised rows",
+                 "no --reverse RUN2 (a French→English run) was given")
+    else:
+        rows += model_rows(test, "attncli fr→en", reverse, ("fr", "en"))
+    if forward is not None and reverse is not None:
+        for method in ATTNCLI_SYMMETRIZATIONS:
+            for shift in (False, True):
+                options = ["--reverse", reverse.run, "--symmetrize", method,
+                           *(["--shift"] if shift else [])]
+                links, command = align(test, forward.run, ("en", "fr"), options)
+                rows.append(Row(f"attncli {method}, {'shifted' if shift else 'raw'}",
+                                command, links))
+    elif reverse is not None:
+        left_out("attncli symmetrised rows", "they need --forward RUN too")
+    if guided is None:
+        left_out("attncli guided rows", "no --guided RUN3 (a run trained with guided "
+                 "alignment) was given")
+    else:
+        rows += model_rows(test, "attncli guided", guided, ("en", "fr"))
+    return rows
+
+
+def print_table(test, rows):
+    sure = sum(len(gold.sure) for gold in test.golds)
+    possible = sum(len(gold.possible) for gold in test.golds)
+    print(f"Hansards English–French, the {len(test.golds)} gold sentences of the NAACL 2003 "
+          f"task ({sure:,} sure gold links, {possible:,} possible ones, the sure included); "
+          f"{FOLDER} = {test.folder}. AER of Och & Ney 2003, lower is better.\n")
+    print("| method | AER % | precision % | recall % | links made by |")
+    print("| --- | ---: | ---: | ---: | --- |")
+    for row in rows:
+        scores = score_corpus(row.links, test.golds)
+        print(f"| {row.method} | {100 * scores.aer:.2f} | {100 * scores.precision:.2f} | "
+              f"{100 * scores.recall:.2f} | {row.command} |")
+
+
+def check_rows(test, rows):
+    """Refuse links past their sentence pair (a file of other sentences), naming the line."""
+    for row in rows:
+        for number, (links, source, target) in enumerate(
+                zip(row.links, test.sources, test.targets), start=1):
+            check_within(links, len(source.split()), len(target.split()),
+                         f"{row.method}, line {number}")
+
+
+def arguments():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--data", type=Path,
+        default=Path(os.environ.get("ATTNCLI_SHARED_DATA", REPO.parent / "shared" / "data")),
+        help=f"the shared data folder, holding {HANSARDS}/ (default: ../shared/data)")
+    parser.add_argument("--forward", type=Path, metavar="RUN",
+                        help="an English→French run (or model directory)")
+    parser.add_argument("--reverse", type=Path, metavar="RUN2",
+                        help="a French→English run: its rows, and the symmetrised ones")
+    parser.add_argument("--guided", type=Path, metavar="RUN3",
+                        help="an English→French run trained with guided alignment")
+    eflomal = parser.add_mutually_exclusive_group()
+    eflomal.add_argument("--eflomal-dir", type=Path, metavar="DIR",
+                         help="read eflomal.fwd and eflomal.rev (of the training text with "
+                              "the test sentences appended) from DIR instead of aligning")
+    eflomal.add_argument("--eflomal-out", type=Path, metavar="DIR",
+                         default=REPO / "runs" / "eflomal-hansards",
+                         help="where eflomal's corpus and links are written when it runs "
+                              "here (default: runs/eflomal-hansards)")
+    return parser.parse_args()
+
+
+def main():
+    args = arguments()
+    try:
+        test = read_sentences(args.data)
+        models = given_models(args)
+        if args.eflomal_dir is not None and not args.eflomal_dir.is_dir():
+            raise AttncliError(f"--eflomal-dir {args.eflomal_dir}: no such folder")
+        rows = [*diagonal_rows(test), *eflomal_rows(args, test), *published_rows(test),
+                *attncli_rows(test, models)]
+        check_rows(test, rows)
+    except AttncliError as error:
+        print(f"Error: {error}", file=sys.stderr)
+        sys.exit(2)
+    print_table(test, rows)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+"""`python -m benchmarks.alignment`: its table on the Hansards gold sentences without any
+model (the diagonal, eflomal's links read from a folder, the published outputs), its
+diagonal rule, and its refusals."""
+
+import re
+import subprocess
+import sys
+from fractions import Fraction
+from math import floor
+from pathlib import Path
+
+import pytest
+from cli_errors import one_line_error
+from shared_data import shared_data
+
+from benchmarks.alignment import diagonal
+
+REPO = Path(__file__).resolve().parents[1]
+TRAINING_PAIRS = 400_000
+
+
+def benchmark(*args):
+    return subprocess.run([sys.executable, "-m", "benchmarks.alignment", *map(str, args)],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+
+
+def table_row(stdout, method):
+    """`(AER, precision, recall, command)` of the row named `method`."""
+    for line in stdout.splitlines():
+        cells = [cell.strip() for cell in line.strip("|").split(" | ")]
+        if cells[0] == method:
+            return (*map(float, cells[1:4]), cells[4])
+    raise AssertionError(f"no row {method!r} in\n{stdout}")
+
+
+def test_diagonal_links_the_first_words_and_the_last_by_a_straight_line():
+    # 3 source words, 5 target words: j * 2 / 4 = 0, 0.5, 1, 1.5, 2; halves go up.
+    assert diagonal(3, 5) == {(0, 0), (1, 1), (1, 2), (2, 3), (2, 4)}
+    # 5 source words, 3 target words: j * 4 / 2 = 0, 2, 4.
+    assert diagonal(5, 3) == {(0, 0), (2, 1), (4, 2)}
+    assert diagonal(4, 1) == {(0, 0)}
+    assert diagonal(1, 3) == {(0, 0), (0, 1), (0, 2)}
+    assert diagonal(0, 3) == diagonal(3, 0) == frozenset()
+
+
+@pytest.mark.parametrize("source_length", [1, 2, 3, 7, 20, 41])
+@pytest.mark.parametrize("target_length", [1, 2, 5, 9, 20, 33])
+def test_diagonal_is_the_rounded_line_in_exact_arithmetic(source_length, target_length):
+    slope = Fraction(source_length - 1, max(target_length - 1, 1))
+    expected = {(floor(j * slope + Fraction(1, 2)), j) for j in range(target_length)}
+    assert diagonal(source_length, target_length) == expected
+
+
+@pytest.fixture(scope="module")
+def data():
+    return shared_data("hansards-en-fr").parent
+
+
+@pytest.fixture(scope="module")
+def eflomal_dir(data, tmp_path_factory):
+    """eflomal's two files as `benchmarks.eflomal_links` leaves them: one line per pair
+    of the training text, then the 447 test sentences. Here the training lines hold a
+    link each and the test lines the gold sure links, so only a reader of the last 447
+    lines scores AER 0."""
+    directory = tmp_path_factory.mktemp("eflomal")
+    gold = (data / "hansards-en-fr" / "test.talp").read_text("utf-8").splitlines()
+    sure = [" ".join(f"{int(i) - 1}-{int(j) - 1}" for i, j in re.findall(r"(\d+)-(\d+)", line))
+            for line in gold]
+    text = "0-0\n" * TRAINING_PAIRS + "".join(line + "\n" for line in sure)
+    for name in ("eflomal.fwd", "eflomal.rev"):
+        (directory / name).write_text(text, "utf-8")
+    (directory / "eflomal.command").write_text("eflomal-align -s corpus.en -t corpus.fr\n")
+    return directory
+
+
+@pytest.fixture(scope="module")
+def table(data, eflomal_dir):
+    result = benchmark("--data", data, "--eflomal-dir", eflomal_dir)
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+def test_published_outputs_score_their_published_aer(table):
+    """fast_align's and GIZA++'s grow-diagonal outputs: AER 10.48 and 5.94 (10.5 and 5.9
+    as published)."""
+    assert table_row(table.stdout, "fast_align grow-diagonal")[:3] == (10.48, 90.84, 87.77)
+    assert table_row(table.stdout, "GIZA++ grow-diagonal")[:3] == (5.94, 97.54, 89.70)
+    for method in ("fast_align", "GIZA++"):
+        for output in ("forward", "reverse", "grow-diagonal-final"):
+            table_row(table.stdout, f"{method} {output}")
+
+
+def test_reverse_outputs_are_read_french_first(table):
+    """`*.reverse.talp` are written French first: read as they are, they would link few
+    gold pairs (AER above 70); flipped, they score as well as the forward outputs."""
+    assert table_row(table.stdout, "fast_align reverse")[0] == 15.89
+    assert table_row(table.stdout, "GIZA++ reverse")[0] == 9.75
+
+
+def test_diagonal_row(table):
+    aer, precision, recall, command = table_row(table.stdout, "diagonal")
+    assert (aer, precision, recall) == (53.18, 49.61, 41.46)
+    assert "round(j (I - 1) / (J - 1))" in command
+
+
+def test_eflomal_rows_read_the_test_lines_at_the_end(table):
+    for method in ("forward", "reverse", "intersection", "grow-diag", "grow-diag-final-and"):
+        aer, precision, recall, command = table_row(table.stdout, f"eflomal {method}")
+        assert (aer, precision, recall) == (0.0, 100.0, 100.0), method
+    assert "eflomal-align -s corpus.en -t corpus.fr" in table_row(table.stdout,
+                                                                  "eflomal forward")[3]
+
+
+def test_rows_without_their_runs_are_left_out_saying_why(table):
+    assert "attncli" not in table.stdout.split("\n\n", 1)[1]
+    for why in ("no --forward RUN", "no --reverse RUN2", "no --guided RUN3"):
+        assert why in table.stderr
+
+
+def test_data_without_the_hansards_files_is_one_line_naming_the_option(tmp_path):
+    line = one_line_error(benchmark("--data", tmp_path, "--eflomal-dir", tmp_path))
+    assert line.startswith(f"Error: --data {tmp_path}: ")
+    assert "hansards-en-fr/test.en" in line
+
+
+def test_a_run_that_is_not_one_is_refused_before_anything_runs(data, tmp_path):
+    line = one_line_error(benchmark("--data", data, "--forward", tmp_path / "nothing"))
+    assert line.startswith("Error: --forward: ") and "nothing" in line
+
+
+def test_eflomal_links_of_another_corpus_are_refused(data, tmp_path):
+    (tmp_path / "eflomal.fwd").write_text("0-0\n" * 447)
+    (tmp_path / "eflomal.rev").write_text("0-0\n" * 447)
+    line = one_line_error(benchmark("--data", data, "--eflomal-dir", tmp_path))
+    assert "eflomal.fwd has 447 lines for 400,447 sentence pairs" in line
