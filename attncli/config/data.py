@@ -235,6 +235,16 @@ class DataConfig:
         tokens_per_batch: int or None; if set, batches hold about this many tokens
             (padded), which keeps the cost of a step constant. Defaults to None.
         bucketing: batch pairs of similar lengths together. Defaults to True.
+        alignments: path of word alignments of the training pairs for
+            `training.guided_alignment`, relative to `directory` (or `--data-dir`)
+            unless absolute: a Pharaoh file (fast_align's, eflomal's), one line per line
+            of the training file (of each file, for `parallel`), links `i-j` of source
+            word `i` and target word `j` counted from 0, words being the line's
+            whitespace-separated words as written. Line n holds the links of line n,
+            whether or not that line's pair is trained on (a bad or blank line, a pair
+            carved into validation or test or longer than `max_length` keeps its line
+            and is not trained on); a blank line has no links. Formats `parallel` and
+            `tsv` only. Defaults to None.
     """
 
     format: Literal["bundled", "tsv", "parallel", "pronunciations"] = "bundled"
@@ -261,9 +271,17 @@ class DataConfig:
     batch_size: int = 64
     tokens_per_batch: int | None = None
     bucketing: bool = True
+    alignments: str | None = None
 
     def __post_init__(self):
         check_choices(self)
+        if self.alignments is not None and self.format not in ("parallel", "tsv"):
+            raise ValueError(
+                "alignments are read beside a parallel or tsv training file, not format "
+                f"{self.format!r}. Received: alignments={self.alignments!r}"
+            )
+        if self.alignments == "":
+            raise ValueError("alignments must be a file path or null. Received: alignments=''")
         if self.format != "bundled" and self.train is None:
             raise ValueError(f"format {self.format!r} needs a train file (data.train)")
         if self.format == "bundled":
@@ -380,7 +398,8 @@ def _with_validation(config, paths, splits):
 
 
 def data_paths(config, data_dir=None):
-    """The files of `config`'s splits, checked to exist: `{"train": ..., ...}`.
+    """The files of `config`'s splits, checked to exist: `{"train": ..., ...}`, and
+    `"alignments"` when `config.alignments` names a file.
 
     A `parallel` split is a `(source_path, target_path)` pair; a split without a
     file (carved from train, or the bundled corpus) is None.
@@ -407,6 +426,13 @@ def data_paths(config, data_dir=None):
                     f"data.{name}: no such file {candidate}; check the path or pass --data-dir"
                 )
         paths[name] = found if config.format == "parallel" else found[0]
+    if config.alignments is not None:
+        paths["alignments"] = base / config.alignments
+        if not paths["alignments"].is_file():
+            raise DataError(
+                f"data.alignments: no such file {paths['alignments']}; check the path or "
+                "pass --data-dir"
+            )
     check_side_files(config, base)
     return paths
 

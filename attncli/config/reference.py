@@ -96,12 +96,28 @@ def allowed_values(annotation):
     if origin in (list, tuple):
         item = arguments[0] if arguments else typing.Any
         return f"a list of {allowed_values(item)}"
+    if dataclasses.is_dataclass(annotation):
+        return "a mapping of the keys of its section"
     return {bool: "`true`, `false`", int: "an integer", float: "a number",
             str: "a string"}.get(annotation, str(annotation))
 
 
+#: The default shown for a key of a section that has none (`training.guided_alignment.weight`).
+REQUIRED = object()
+
+
+def _optional_section(annotation):
+    """The dataclass `X` of an annotation `X | None`, else None."""
+    if typing.get_origin(annotation) not in (typing.Union, types.UnionType):
+        return None
+    options = [a for a in typing.get_args(annotation) if a is not type(None)]
+    return options[0] if len(options) == 1 and dataclasses.is_dataclass(options[0]) else None
+
+
 def shown_default(value):
     """A default as YAML writes it."""
+    if value is REQUIRED:
+        return "required"
     if value is None:
         return "`null`"
     if isinstance(value, bool):
@@ -123,10 +139,16 @@ def sections(cls=RunConfig, path=""):
         if dataclasses.is_dataclass(annotation):
             nested.append((key, annotation))
             continue
+        # A section that may be left out (`training.guided_alignment`) is also a key.
+        optional = _optional_section(annotation)
+        if optional is not None:
+            nested.append((key, optional))
         if field.default is not dataclasses.MISSING:
             default = field.default
         elif field.default_factory is not dataclasses.MISSING:
             default = field.default_factory()
+        elif path:
+            default = REQUIRED
         else:
             continue  # not a setting: a value the run fills in (a vocabulary size)
         meaning = meanings.get(field.name, "")

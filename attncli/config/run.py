@@ -60,6 +60,19 @@ class RunConfig:
                 f"for a {self.data.task} task (data.format={self.data.format}). Received: "
                 f"training.stop_metric={self.training.stop_metric}"
             )
+        guided = self.training.guided_alignment
+        if (guided is None) != (self.data.alignments is None):
+            raise ValueError(
+                "training.guided_alignment trains on the word alignments of data.alignments: "
+                "give both or neither. Received: "
+                f"data.alignments={self.data.alignments!r} with training.guided_alignment="
+                f"{None if guided is None else dataclasses.asdict(guided)}"
+            )
+        if guided is not None:
+            try:
+                guided.supervised(self.model)
+            except ValueError as error:
+                raise ValueError(f"training.{error}") from None
 
 
 

@@ -14,6 +14,85 @@ STOP_METRICS = {"translation": ("bleu", "chrf", "loss"), "pronunciation": ("wer"
 
 
 @dataclasses.dataclass(frozen=True)
+class GuidedAlignment:
+    """Guided alignment training (Chen et al. 2016, "Guided alignment training for
+    topic-aware neural machine translation"; Garg et al. 2019, "Jointly learning to align
+    and translate with transformer models"): one cross-attention is trained toward the
+    word alignments of `data.alignments`.
+
+        g_t(s)  = 1 / |P_t| for the source pieces s in P_t, else 0
+        L_align = -(1 / N) sum_t sum_s g_t(s) log a_t(s)
+        loss    = translation loss + weight * L_align
+
+    `t` runs over the N target tokens of the batch with at least one link (`[END]` has
+    none), `P_t` are the pieces of the source words linked to the word of token `t`, and
+    `a_t` the supervised attention's weights at the step that emits `y_t`.
+
+    Args:
+        weight: float > 0, the weight of the alignment loss: the training loss is the
+            translation loss + `weight * L_align`.
+        layer: int >= 1 or None, the decoder block whose cross-attention is supervised:
+            a self-attention decoder's, None meaning the penultimate block (Garg et al.'s
+            choice; the only one of a one-block decoder). A recurrent decoder has one
+            attention: None or 1. Defaults to None.
+        head: int >= 1 or None, the head of that cross-attention supervised, None
+            meaning head 1 (Garg et al. supervise one head). A recurrent decoder's
+            attention has one: None or 1. Defaults to None.
+    """
+
+    weight: float
+    layer: int | None = None
+    head: int | None = None
+
+    def __post_init__(self):
+        if self.weight <= 0:
+            raise ValueError(f"weight must be positive. Received: weight={self.weight}")
+        for name in ("layer", "head"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(
+                    f"{name} counts from 1 (or null for the default). Received: {name}={value}"
+                )
+
+    def supervised(self, model):
+        """`(layer, head)`, 1-based, of the cross-attention supervised in `model` (the
+        `ModelSettings`), the defaults resolved.
+
+        Raises:
+            ValueError: a layer or head the model does not have, or weights the model
+                drops out (a self-attention decoder with `attention_dropout`: its
+                attention weights are returned after dropout).
+        """
+        if model.decoder != "self-attention":
+            for name in ("layer", "head"):
+                if getattr(self, name) not in (None, 1):
+                    raise ValueError(
+                        f"guided_alignment.{name}: the {model.decoder} decoder has one "
+                        f"attention: leave {name} null. Received: {name}={getattr(self, name)}"
+                    )
+            return 1, 1
+        layer = max(model.decoder_layers - 1, 1) if self.layer is None else self.layer
+        head = 1 if self.head is None else self.head
+        if layer > model.decoder_layers:
+            raise ValueError(
+                f"guided_alignment.layer: the decoder has {model.decoder_layers} blocks. "
+                f"Received: layer={layer}"
+            )
+        if head > model.heads:
+            raise ValueError(
+                f"guided_alignment.head: the cross-attention has {model.heads} heads. "
+                f"Received: head={head}"
+            )
+        if model.attention_dropout:
+            raise ValueError(
+                "guided_alignment supervises the attention weights, which "
+                "model.attention_dropout drops out while training: set it to 0. "
+                f"Received: attention_dropout={model.attention_dropout}"
+            )
+        return layer, head
+
+
+@dataclasses.dataclass(frozen=True)
 class TrainingConfig:
     """Optimiser, learning-rate schedule and loss of the teacher-forced training step.
 
@@ -81,6 +160,11 @@ class TrainingConfig:
             progress and `log_every` count batches. Batches left over at an epoch's
             end carry on into the next epoch; those left when the run ends are not
             applied. One device only (`distribute: none`). Defaults to 1.
+        guided_alignment: a `GuidedAlignment` (`{weight: 0.5}`, with `layer` and
+            `head` for a self-attention decoder), adding its alignment loss to the
+            training loss, with the word alignments of `data.alignments`; validation's
+            loss stays the translation loss. One device only (`distribute: none`).
+            Defaults to None (off).
 
     The step is a `tf.function` without XLA: measured on spa-eng batches, XLA
     compiled each new batch shape in about 12 s and then ran a step 3x slower than
@@ -101,6 +185,7 @@ class TrainingConfig:
     average_decay: float | None = None
     precision: Literal["float32", "mixed_bfloat16", "mixed_float16", "auto"] = "float32"
     accumulate_steps: int = 1
+    guided_alignment: GuidedAlignment | None = None
 
     def __post_init__(self):
         if self.learning_rate <= 0:
@@ -236,6 +321,11 @@ class LoopConfig(TrainingConfig):
                 "replicas already make each batch larger (data.batch_size is split across "
                 "them): use one or the other. Received: "
                 f"accumulate_steps={self.accumulate_steps} with distribute={self.distribute}"
+            )
+        if self.guided_alignment is not None and self.distribute != "none":
+            raise ValueError(
+                "guided_alignment trains on one device: set distribute: none. Received: "
+                f"distribute={self.distribute}"
             )
         if self.cpu_replicas is not None and self.distribute != "mirrored":
             raise ValueError(

@@ -78,8 +78,10 @@ class Batcher:
 
     @tf.autograph.experimental.do_not_convert
     def __call__(self, pairs, seeds):
-        """`pairs`: three ragged tensors; `seeds`: int64 `(2,)`, the stateless seed."""
-        source_ids, target_in, target_out = pairs
+        """`pairs`: the ragged tensors of every pair (`EncodedPairs.pairs`: source ids,
+        target in, target out, and maybe links); `seeds`: int64 `(2,)`, the stateless
+        seed."""
+        source_ids, _, target_out = pairs[:3]
         n = source_ids.nrows()
         order = tf.range(n)
         if self.shuffle:
@@ -107,5 +109,5 @@ class Batcher:
             order, batch_ids = tf.gather(order, by_batch), tf.gather(batch_ids, by_batch)
         return tuple(
             tf.RaggedTensor.from_value_rowids(tf.gather(ids, order), batch_ids)
-            for ids in (source_ids, target_in, target_out)
+            for ids in pairs
         )

@@ -10,7 +10,10 @@ the same length bands, so a batch carries little padding on either side.
 
 Each element is `((source_ids, target_in_ids), target_out_ids)`, int32, padded with 0:
 `target_in = [START] + target`, `target_out = target + [END]`; the source gets no start id
-and an end id only with `source_end=True`.
+and an end id only with `source_end=True`. Pairs encoded with piece links (guided
+alignment training, `attncli.data.alignments`) give `((source_ids, target_in_ids),
+(target_out_ids, gold))` instead, `gold` float32 `(batch, T, S)` the gold attention of
+each target position (`gold_distributions`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import NamedTuple
 import tensorflow as tf
 
 from attncli.errors import DataError
+from attncli.data.alignments import gold_distributions
 from attncli.data.bucketing import make_batcher
 from attncli.data.vocabulary import END, START
 
@@ -115,12 +119,23 @@ class EncodedPairs(NamedTuple):
         source_ids, target_in, target_out: int32 ragged tensors `(pairs, None)`.
         max_length: the length limit they were filtered by (None: unfiltered); it
             also sets the length bands of bucketing.
+        links: int32 ragged `(pairs, None, 2)`, the `(target position, source
+            position)` links of each pair (`attncli.data.alignments.piece_links`), or
+            None (no guided alignment).
     """
 
     source_ids: tf.RaggedTensor
     target_in: tf.RaggedTensor
     target_out: tf.RaggedTensor
     max_length: int | None
+    links: tf.RaggedTensor | None = None
+
+    @property
+    def pairs(self):
+        """The ragged tensors of every pair that batches are made of: the ids, and the
+        links when there are any."""
+        ids = (self.source_ids, self.target_in, self.target_out)
+        return ids if self.links is None else ids + (self.links,)
 
 
 def encode_pairs(
@@ -131,6 +146,7 @@ def encode_pairs(
     source_end: bool = False,
     stats: PipelineStats | None = None,
     chunk_size: int = 2048,
+    links: tf.RaggedTensor | None = None,
 ) -> EncodedPairs:
     """Encodes every pair of `corpus` into ids, once.
 
@@ -142,6 +158,9 @@ def encode_pairs(
         source_end: append the end id to each source. Defaults to `False`.
         stats: a `PipelineStats` that counts the pairs dropped as too long.
         chunk_size: sentences encoded per tensorflow-text call. Defaults to 2048.
+        links: int32 ragged `(pairs, None, 2)`, the piece links of each pair of
+            `corpus` (`attncli.data.alignments.piece_links`), kept for the pairs kept.
+            Defaults to None.
 
     Returns:
         `EncodedPairs`: target_in = [start] + target, target_out = target + [end].
@@ -152,15 +171,15 @@ def encode_pairs(
     # The functions given to tf.data have no tensor-dependent Python control flow, so
     # AutoGraph is skipped: converting the tokenizers' code took seconds per dataset.
     @tf.autograph.experimental.do_not_convert
-    def encode(sources, targets):
+    def encode(sources, targets, indices):
         source_ids = source_tokenizer.encode(sources)
         if source_end:
             source_ids = _append(source_ids, END)
         target_ids = target_tokenizer.encode(targets)
-        return source_ids, _prepend(target_ids, START), _append(target_ids, END)
+        return source_ids, _prepend(target_ids, START), _append(target_ids, END), indices
 
     @tf.autograph.experimental.do_not_convert
-    def drop_too_long(source_ids, target_in, target_out):
+    def drop_too_long(source_ids, target_in, target_out, indices):
         fits = (source_ids.row_lengths() <= max_length) & (
             target_out.row_lengths() <= max_length
         )
@@ -168,13 +187,14 @@ def encode_pairs(
             stats.count_too_long(tf.reduce_sum(tf.cast(~fits, tf.int64)))
         return tuple(
             tf.ragged.boolean_mask(ids, fits) for ids in (source_ids, target_in, target_out)
-        )
+        ) + (tf.boolean_mask(indices, fits),)
 
     # Encode in parallel chunks, then gather every pair into one element of three
-    # ragged tensors `(pairs, None)`.
-    encoded = tf.data.Dataset.from_tensor_slices(
-        (tf.constant(corpus.sources, tf.string), tf.constant(corpus.targets, tf.string))
-    )
+    # ragged tensors `(pairs, None)` and the pairs' indices in the corpus.
+    encoded = tf.data.Dataset.from_tensor_slices((
+        tf.constant(corpus.sources, tf.string), tf.constant(corpus.targets, tf.string),
+        tf.range(len(corpus), dtype=tf.int64),
+    ))
     encoded = encoded.batch(chunk_size).map(
         encode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
     )
@@ -185,7 +205,8 @@ def encode_pairs(
         raise DataError(
             f"no pair of the corpus has at most max_length={max_length} tokens on both sides"
         )
-    return EncodedPairs(*gathered[0], max_length)
+    *ids, kept = gathered[0]
+    return EncodedPairs(*ids, max_length, None if links is None else tf.gather(links, kept))
 
 
 def epoch_batches(
@@ -222,13 +243,15 @@ def epoch_batches(
         stats: a `PipelineStats` counting tokens and padding.
 
     Returns:
-        A dataset of `((source_ids, target_in_ids), target_out_ids)` int32 batches.
+        A dataset of `((source_ids, target_in_ids), target_out_ids)` int32 batches,
+        or with `encoded.links` `((source_ids, target_in_ids), (target_out_ids,
+        gold))`, `gold` float32 `(batch, T, S)` (`gold_distributions`).
     """
     batcher = make_batcher(
         encoded.max_length, batch_size, tokens_per_batch, bucketing, band_growth, shuffle
     )
     seeds = tf.constant([seed, epoch], tf.int64)
-    batches = batcher(tuple(encoded[:3]), seeds)
+    batches = batcher(encoded.pairs, seeds)
     dataset = tf.data.Dataset.from_tensor_slices(batches)
     return dataset.map(_padder(stats)).prefetch(tf.data.AUTOTUNE)
 
@@ -275,7 +298,7 @@ def make_dataset(
         max_length, batch_size, tokens_per_batch, bucketing, band_growth, shuffle
     )
     epoch_seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
-    pairs = tf.data.Dataset.from_tensors(tuple(encoded[:3]))
+    pairs = tf.data.Dataset.from_tensors(encoded.pairs)
     batches = tf.data.Dataset.zip(pairs, epoch_seeds).map(
         lambda pairs, epoch_seed: batcher(pairs, tf.stack([epoch_seed, 0]))
     )
@@ -285,12 +308,15 @@ def make_dataset(
 
 def _padder(stats):
     @tf.autograph.experimental.do_not_convert
-    def pad_count_arrange(source_ids, target_in, target_out):
+    def pad_count_arrange(source_ids, target_in, target_out, *links):
         source_ids, target_in, target_out = (
             ids.to_tensor() for ids in (source_ids, target_in, target_out)
         )
         if stats is not None:
             stats.count_batch(source_ids, target_out)
+        if links:
+            shape = tf.shape(target_out)[1], tf.shape(source_ids)[1]
+            return (source_ids, target_in), (target_out, gold_distributions(*links, *shape))
         return (source_ids, target_in), target_out
 
     return pad_count_arrange

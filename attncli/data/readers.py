@@ -100,11 +100,15 @@ class Corpus:
         sources: source sentences (or words), stripped of surrounding whitespace.
         targets: target sentences (or pronunciations).
         report: the `CorpusReport` of the file(s) read; `None` for a corpus made in code.
+        lines: the 1-based line of its file each pair was read from (what a file
+            line-aligned with the corpus, as `data.alignments`, is matched by); `None`
+            for a corpus made in code.
     """
 
     sources: list[str]
     targets: list[str]
     report: CorpusReport | None = None
+    lines: list[int] | None = None
 
     def __post_init__(self):
         if len(self.sources) != len(self.targets):
@@ -119,12 +123,14 @@ class Corpus:
     def select(self, indices) -> Corpus:
         """The pairs at `indices`, in that order (the report is shared)."""
         return Corpus(
-            [self.sources[i] for i in indices], [self.targets[i] for i in indices], self.report
+            [self.sources[i] for i in indices], [self.targets[i] for i in indices], self.report,
+            None if self.lines is None else [self.lines[i] for i in indices],
         )
 
     def head(self, n: int) -> Corpus:
         """The first `n` pairs."""
-        return Corpus(self.sources[:n], self.targets[:n], self.report)
+        return Corpus(self.sources[:n], self.targets[:n], self.report,
+                      None if self.lines is None else self.lines[:n])
 
     def references(self) -> tuple[list[str], list[list[str]]]:
         """Unique sources in order of first appearance, each with all of its targets.
@@ -191,7 +197,7 @@ def read_tsv(
     needed = max(source_column, target_column) + 1
     allowed = {columns} if columns is not None else {needed, 3} if needed <= 3 else {needed}
     report = CorpusReport(str(path))
-    sources, targets = [], []
+    sources, targets, lines = [], [], []
     for number, line in _numbered_lines(path, report):
         if line is None:
             pass  # counted as undecodable while reading
@@ -208,11 +214,12 @@ def read_tsv(
                 else:
                     sources.append(source)
                     targets.append(target)
+                    lines.append(number)
         if limit is not None and number >= limit:
             break
     report.pairs = len(sources)
     report.settle(strict)
-    return Corpus(sources, targets, report)
+    return Corpus(sources, targets, report, lines)
 
 
 def read_parallel(source_path, target_path, strict: bool = False, limit: int | None = None):
@@ -241,7 +248,7 @@ def read_parallel(source_path, target_path, strict: bool = False, limit: int | N
             merged[:] = sorted(set(merged + side_report.bad_examples[reason]))
             del merged[EXAMPLES_PER_REASON:]
     report.lines = max(source_report.lines, target_report.lines)
-    sources, targets = [], []
+    sources, targets, lines = [], [], []
     for number in range(1, report.lines + 1):
         if number not in source_lines or number not in target_lines:
             report.add_bad(UNPAIRED, number)
@@ -257,9 +264,10 @@ def read_parallel(source_path, target_path, strict: bool = False, limit: int | N
         else:
             sources.append(source)
             targets.append(target)
+            lines.append(number)
     report.pairs = len(sources)
     report.settle(strict)
-    return Corpus(sources, targets, report)
+    return Corpus(sources, targets, report, lines)
 
 
 def _limited(numbered_lines, limit):

@@ -222,16 +222,28 @@ class Seq2Seq(keras.Model):
             )
         return self.decoder.output_layer(features), state, weights
 
-    def features(self, inputs, training=None, stepwise=False):
+    def features(self, inputs, training=None, stepwise=False, cross_attention=None):
         """Teacher-forced decoder features `(batch_size, T, units)` and weights.
 
         `logits = model.decoder.output_layer(features)`; the training step applies
         it to the non-pad positions only. `stepwise=True` forces the step-by-step
-        path for a decoder that has a faster one (same result).
+        path for a decoder that has a faster one (same result). The weights
+        `(batch_size, T, S)` are those search reports (see `call`), or with
+        `cross_attention=(layer, head)` (1-based) that head of that block's
+        cross-attention, what guided alignment training supervises (a recurrent
+        decoder has one attention, whatever the pair).
         """
         source_ids, target_in_ids = inputs
         memory, state = self.encode(source_ids, training=training)
-        return self.decoder(target_in_ids, state, memory, training=training, stepwise=stepwise)
+        if cross_attention is None or not self.self_attention_decoder:
+            return self.decoder(
+                target_in_ids, state, memory, training=training, stepwise=stepwise
+            )
+        layer, head = cross_attention
+        features, _, maps = self.decoder(
+            target_in_ids, state, memory, training=training, return_attention_scores=True
+        )
+        return features, maps["cross"][layer - 1][:, head - 1]
 
     def attention_maps(self, source_ids, target_in_ids):
         """Every attention's weights under teacher forcing, per layer.

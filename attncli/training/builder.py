@@ -1,8 +1,9 @@
 """What a training run is made of, built from its configuration and run directory.
 
-    corpus splits -> tokenizers (learned, or read back on resume) -> model and optimizer
+    corpus splits (and the word alignments of guided alignment training)
+    -> tokenizers (learned, or read back on resume) -> model and optimizer
     -> the position variables and their checkpoints (restored on resume)
-    -> the encoded training and validation pairs
+    -> the encoded training pairs (with their links moved onto pieces) and validation pairs
 
 `build_training` does it in that order, under the run's `tf.distribute` strategy, and
 returns the parts as a `TrainingParts` for `Trainer`. Resuming restores the newest
@@ -20,7 +21,8 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
-from attncli.config.data import read_splits
+from attncli.config.data import data_paths, read_splits
+from attncli.data.alignments import piece_links, read_pair_links
 from attncli.data.pipeline import PipelineStats, encode_pairs
 from attncli.data.tokenization import Tokenizer
 from attncli.errors import AttncliError, first_line
@@ -51,6 +53,8 @@ class TrainingPosition:
         seconds: training time spent, evaluations included.
         epoch_loss_sum, epoch_tokens: the running loss of the current epoch, so that a
             resumed epoch reports all of it.
+        epoch_alignment_sum, epoch_links: the same of guided alignment's loss and its
+            linked target tokens; None (and not in the checkpoints) without it.
     """
 
     epoch: tf.Variable
@@ -60,13 +64,23 @@ class TrainingPosition:
     seconds: tf.Variable
     epoch_loss_sum: tf.Variable
     epoch_tokens: tf.Variable
+    epoch_alignment_sum: tf.Variable | None = None
+    epoch_links: tf.Variable | None = None
 
     def variables(self):
         """`{name: variable}`, the names they have in checkpoints."""
-        return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+        return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)
+                if getattr(self, field.name) is not None}
 
     @classmethod
-    def start(cls):
+    def start(cls, guided=False):
+        """The position before training; with `guided`, with guided alignment's sums."""
+        guided_sums = {}
+        if guided:
+            guided_sums = dict(
+                epoch_alignment_sum=tf.Variable(0.0, dtype=tf.float64, trainable=False),
+                epoch_links=tf.Variable(0, dtype=tf.int64, trainable=False),
+            )
         return cls(
             epoch=tf.Variable(0, dtype=tf.int64, trainable=False),
             batch=tf.Variable(0, dtype=tf.int64, trainable=False),
@@ -75,6 +89,7 @@ class TrainingPosition:
             seconds=tf.Variable(0.0, dtype=tf.float64, trainable=False),
             epoch_loss_sum=tf.Variable(0.0, dtype=tf.float64, trainable=False),
             epoch_tokens=tf.Variable(0, dtype=tf.int64, trainable=False),
+            **guided_sums,
         )
 
 
@@ -162,6 +177,11 @@ def build_training(config, run, progress, data_dir=None, resume=False, strategy=
                if corpus.report is not None and corpus.report.bad_lines}
     for report in reports.values():
         progress.message(f"{report.summary()}; skipped")
+    word_links = None
+    if config.data.alignments is not None:
+        word_links = read_pair_links(
+            data_paths(config.data, data_dir)["alignments"], splits.train, config.data.limit
+        )
     init_from = read_record(run)
     _stage(progress, "reading the vocabularies" if resume or init_from
            else "learning the vocabularies")
@@ -185,7 +205,7 @@ def build_training(config, run, progress, data_dir=None, resume=False, strategy=
         optimizer = make_optimizer(
             dataclasses.replace(training, clip_norm=None) if distributed else training
         )
-        position = TrainingPosition.start()
+        position = TrainingPosition.start(guided=word_links is not None)
         # The optimizer's variables must exist before a checkpoint is restored: Keras's
         # optimizer does not take the values of variables it creates later.
         optimizer.build(model.trainable_variables)
@@ -211,10 +231,22 @@ def build_training(config, run, progress, data_dir=None, resume=False, strategy=
         load_initial_weights(model, init_from, progress)
     data = config.data
     stats = PipelineStats()
+    links = None
+    if word_links is not None:
+        _stage(progress, "moving the alignments onto pieces")
+        links, unmatched = piece_links(
+            splits.train, word_links, source_tokenizer, target_tokenizer
+        )
+        if unmatched:
+            progress.message(
+                f"data.alignments: the pieces of {unmatched} pairs do not follow their "
+                "words (tokenized alone, the words are not the sentence's pieces); "
+                "trained without their links"
+            )
     _stage(progress, "encoding the pairs")
     encoded = encode_pairs(
         splits.train, source_tokenizer, target_tokenizer,
-        max_length=data.max_length, source_end=data.source_end, stats=stats,
+        max_length=data.max_length, source_end=data.source_end, stats=stats, links=links,
     )
     valid_encoded = encode_pairs(
         splits.valid, source_tokenizer, target_tokenizer,

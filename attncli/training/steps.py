@@ -6,7 +6,8 @@ Pad positions (id 0) are excluded from the loss and from the token count. The sm
 target spreads its mass over the tokens search may emit, not over padding and
 start-of-sentence (see `smoothed_cross_entropy`). With
 `logits_on="tokens"` the output layer, the largest product of the model, is applied to
-the non-pad positions only.
+the non-pad positions only. With `training.guided_alignment` the step minimises the
+loss of `attncli.training.guided` instead, which adds the alignment loss.
 """
 
 import keras
@@ -133,18 +134,20 @@ def smoothed_cross_entropy(logits, labels, label_smoothing=0.0):
     return tf.reduce_logsumexp(logits, axis=-1) - tf.reduce_sum(target * logits, axis=-1)
 
 
-def longest_source_first(inputs, target_out):
+def longest_source_first(inputs, labels):
     """The batch's rows reordered by decreasing source length.
 
     The loss is a sum over rows, so their order does not change it; in this order
     the encoder's loop updates only the rows still running and skips the padding.
+    `labels` is `target_out`, or a tuple of tensors with a row per pair (`target_out`
+    and the gold attention of guided alignment).
     """
     source_ids, target_in_ids = inputs
     lengths = tf.reduce_sum(tf.cast(tf.not_equal(source_ids, 0), "int32"), axis=1)
     order = tf.argsort(lengths, direction="DESCENDING", stable=True)
     return (
         (tf.gather(source_ids, order), tf.gather(target_in_ids, order)),
-        tf.gather(target_out, order),
+        tf.nest.map_structure(lambda rows: tf.gather(rows, order), labels),
     )
 
 
@@ -181,6 +184,12 @@ def summed_sequence_loss(model, inputs, target_out, label_smoothing=0.0, trainin
     logits, labels, mask = target_logits(
         model, inputs, target_out, training, logits_on, stepwise
     )
+    return summed_cross_entropy(logits, labels, mask, label_smoothing)
+
+
+def summed_cross_entropy(logits, labels, mask, label_smoothing=0.0):
+    """`(sum, tokens)`: the smoothed cross-entropy summed over the tokens `mask` keeps,
+    and their number (of `target_logits`'s `(logits, labels, mask)`)."""
     losses = smoothed_cross_entropy(logits, labels, label_smoothing)
     return tf.reduce_sum(tf.where(mask, losses, 0.0)), tf.reduce_sum(tf.cast(mask, "int32"))
 
@@ -200,6 +209,12 @@ def target_logits(model, inputs, target_out, training=False, logits_on="tokens",
     """
     inputs, target_out = longest_source_first(inputs, target_out)
     features, _ = model.features(inputs, training=training, stepwise=stepwise)
+    return output_logits(model, features, target_out, logits_on)
+
+
+def output_logits(model, features, target_out, logits_on="tokens"):
+    """`target_logits` of the teacher-forced `features` `(batch_size, T, units)` of
+    `target_out` (rows in the same order)."""
     mask = tf.not_equal(target_out, 0)
     if logits_on == "tokens":
         # token_features: tokens x units
@@ -213,6 +228,33 @@ _BATCH_SIGNATURE = (
     (tf.TensorSpec((None, None), tf.int32), tf.TensorSpec((None, None), tf.int32)),
     tf.TensorSpec((None, None), tf.int32),
 )
+# Guided alignment's batches: the labels are `(target_out, gold)`.
+_GUIDED_SIGNATURE = (
+    _BATCH_SIGNATURE[0],
+    (_BATCH_SIGNATURE[1], tf.TensorSpec((None, None, None), tf.float32)),
+)
+
+
+def translation_objective(model, config, inputs, target_out):
+    """What the training step minimises without guided alignment, and reports:
+    `(loss, {"loss": loss, "tokens": tokens})`, the mean (smoothed) cross-entropy
+    per target token of the batch and the number of its target tokens."""
+    loss, tokens = sequence_loss(
+        model, inputs, target_out, config.label_smoothing, training=True,
+        logits_on=config.logits_on,
+    )
+    return loss, {"loss": loss, "tokens": tokens}
+
+
+def _objective(config):
+    """`translation_objective`, or with `config.guided_alignment` guided alignment's, and
+    the signature of their batches."""
+    if config.guided_alignment is None:
+        return translation_objective, _BATCH_SIGNATURE
+    # Imported here: the guided loss is built of this module's pieces.
+    from attncli.training.guided import guided_objective
+
+    return guided_objective, _GUIDED_SIGNATURE
 
 
 class GradientSums(tf.Module):
@@ -286,7 +328,11 @@ def make_train_step(model, optimizer, config=None, sums=None):
     Returns:
         `train_step(inputs, target_out) -> {"loss", "tokens"}` over int32 batches
         `((source_ids, target_in_ids), target_out_ids)` of any shape: a
-        `tf.function` (traced once), or with `sums` a function calling two.
+        `tf.function` (traced once), or with `sums` a function calling two. With
+        `config.guided_alignment` the batches are `((source_ids, target_in_ids),
+        (target_out_ids, gold))` and the result also holds `"alignment_loss"` and
+        `"links"` (`attncli.training.guided.guided_objective`); `"loss"` stays the
+        translation loss.
     """
     config = config or TrainingConfig()
     variables = model.trainable_variables
@@ -294,13 +340,13 @@ def make_train_step(model, optimizer, config=None, sums=None):
     if sums is not None:
         return _accumulating_step(model, optimizer, config, sums)
 
-    @tf.function(input_signature=_BATCH_SIGNATURE)
+    @tf.function(input_signature=_objective(config)[1])
     def train_step(inputs, target_out):
-        loss, tokens, gradients = _loss_and_gradients(
+        report, gradients = _loss_and_gradients(
             model, optimizer, config, variables, inputs, target_out
         )
         optimizer.apply_gradients(zip(gradients, variables))
-        return {"loss": loss, "tokens": tokens}
+        return report
 
     return train_step
 
@@ -309,15 +355,15 @@ def _accumulating_step(model, optimizer, config, sums):
     """`make_train_step` with `GradientSums`: one update every `sums.steps` batches."""
     variables = model.trainable_variables
 
-    @tf.function(input_signature=_BATCH_SIGNATURE)
+    @tf.function(input_signature=_objective(config)[1])
     def add_batch(inputs, target_out):
         # Zeros, not None, for a variable the batch does not reach: every sum is added to.
-        loss, tokens, gradients = _loss_and_gradients(
+        report, gradients = _loss_and_gradients(
             model, optimizer, config, variables, inputs, target_out,
             unconnected=tf.UnconnectedGradients.ZERO,
         )
-        sums.add(gradients, tokens)
-        return {"loss": loss, "tokens": tokens}
+        sums.add(gradients, report["tokens"])
+        return report
 
     @tf.function
     def update():
@@ -335,19 +381,18 @@ def _accumulating_step(model, optimizer, config, sums):
 
 def _loss_and_gradients(model, optimizer, config, variables, inputs, target_out,
                         unconnected=tf.UnconnectedGradients.NONE):
-    """`(loss, tokens, gradients)` of one batch: its mean loss per target token, its
-    target tokens, and the gradients of the loss (times the loss scale under
-    mixed_float16) with respect to `variables`, `unconnected` for those it does not
-    reach (None by default)."""
+    """`(report, gradients)` of one batch: what its objective reports (`"loss"`, its
+    mean translation loss per target token, `"tokens"`, ...: see `_objective`), and
+    the gradients of the objective (times the loss scale under mixed_float16) with
+    respect to `variables`, `unconnected` for those it does not reach (None by
+    default)."""
+    objective = _objective(config)[0]
     with tf.GradientTape() as tape:
-        loss, tokens = sequence_loss(
-            model, inputs, target_out, config.label_smoothing, training=True,
-            logits_on=config.logits_on,
-        )
+        loss, report = objective(model, config, inputs, target_out)
         # The loss itself, or times the loss scale under mixed_float16.
         scaled_loss = optimizer.scale_loss(loss)
     gradients = tape.gradient(scaled_loss, variables, unconnected_gradients=unconnected)
-    return loss, tokens, gradients
+    return report, gradients
 
 
 def make_distributed_train_step(model, optimizer, strategy, element_spec, config=None):

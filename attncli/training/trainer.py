@@ -233,6 +233,9 @@ class Trainer:
         if skip == 0:
             position.epoch_loss_sum.assign(0.0)
             position.epoch_tokens.assign(0)
+            if position.epoch_links is not None:
+                position.epoch_alignment_sum.assign(0.0)
+                position.epoch_links.assign(0)
         self.stats.reset()
         self.progress.start_epoch(epoch + 1, self.config.training.epochs, skip)
         finished_epoch, record = self._train_batches(epoch, skip, stopping)
@@ -300,14 +303,20 @@ class Trainer:
             result = self.train_step(inputs, target_out)
         loss = float(result["loss"])
         count = int(result["tokens"])
-        if not math.isfinite(loss):
+        # Guided alignment's loss, a mean over its linked target tokens.
+        alignment = float(result.get("alignment_loss", 0.0))
+        if not math.isfinite(loss + alignment):
             raise AttncliError(
-                f"the loss became {loss} at epoch {epoch + 1}, batch "
+                f"the loss became {loss + alignment} at epoch {epoch + 1}, batch "
                 f"{int(position.batch.numpy()) + 1}; the last good checkpoint is kept: "
                 "lower training.learning_rate or set training.clip_norm"
             )
         position.epoch_loss_sum.assign_add(loss * count)
         position.epoch_tokens.assign_add(count)
+        if position.epoch_links is not None:
+            links = int(result["links"])
+            position.epoch_alignment_sum.assign_add(alignment * links)
+            position.epoch_links.assign_add(links)
         position.batch.assign_add(1)
         self._report_step(loss, count, stopping, throughput)
         return int(result["stop"]) if self.workers.distributed else stopping.request()
@@ -357,6 +366,17 @@ class Trainer:
         position = self.position
         return float(position.epoch_loss_sum.numpy()) / max(int(position.epoch_tokens.numpy()), 1)
 
+    def _train_alignment_loss(self):
+        """`{"train_alignment_loss": guided alignment's mean loss per linked target
+        token of the epoch so far}`, or {} without guided alignment."""
+        position = self.position
+        if position.epoch_links is None:
+            return {}
+        mean = float(position.epoch_alignment_sum.numpy()) / max(
+            int(position.epoch_links.numpy()), 1
+        )
+        return {"train_alignment_loss": mean}
+
     def _evaluate(self, epoch, train_loss, finished_epoch):
         """Validate, keep the model if it is the best so far, and record the evaluation."""
         validator = self.validator
@@ -386,6 +406,7 @@ class Trainer:
             "complete_epoch": finished_epoch,
             "step": step,
             "train_loss": train_loss,
+            **self._train_alignment_loss(),
             **losses,
             **figures,
             **raw_figures,
