@@ -1,0 +1,227 @@
+"""Word alignments read off the attention over a given translation.
+
+From a `Forced` (`attncli.search.forced`: the model's attention over a source and its
+given translation) to links `(i, j)`, source word `i`, target word `j`, counted from 0
+over the sentences' space-separated words as given.
+
+1. **Which attention** (`AttentionChoice`): the decoder's cross-attention over the source
+   of block `layer` (1-based; by default the last; a recurrent decoder has one) and
+   `head` (1-based; by default the mean of the heads; a recurrent decoder has one):
+   `W` `(target tokens, source tokens)`, row t the attention of the step that emitted
+   target token t. Luong et al. 2015 read alignments off it this way; Garg et al. 2019
+   ("Jointly learning to align and translate with Transformer models") found one head of
+   the penultimate Transformer block aligns best.
+2. **The shift** (Chen et al. 2020, "Accurate word alignment induction from neural
+   machine translation", shift-att): the step that emits token t has not read it yet;
+   the step whose decoder *input* is token t has. With `shift`, token t's row is row
+   t + 1 of `W` (the `[END]` step's row serves the last token):
+
+       W'[t] = W[t + 1]
+
+3. **Words** (`attncli.search.alignments`): the tokens are grouped into the words of the
+   text as given (`text_words`), and the word weights are
+
+       A[j, i] = (1 / |T_j|) * sum_{t in T_j} sum_{s in S_i} W[t, s]
+
+   the mean over target word j's pieces of the weight its pieces put on source word i's
+   pieces. `[END]`, and the other reserved tokens but `[UNK]`, are in no word, so the
+   `[END]` row and a source's end token are left out.
+4. **Extraction** (`EXTRACTIONS`, chosen by an `Extraction`): `argmax` links each target
+   word to its best source word (`argmax_i A[j, i]`, the lowest `i` on a tie): one link
+   per target word, as Luong et al. 2015 and Chen et al. 2020 do; `threshold` links every
+   source word with `A[j, i] >= threshold`: none, one or several per target word.
+"""
+
+# attncli.search.alignments (the word folding) is imported where it is used: it loads
+# TensorFlow, and the command line checks an `Extraction` before TensorFlow loads.
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from attncli.errors import AttncliError, shown
+
+
+class ChoiceError(AttncliError):
+    """A layer or head the model does not have. The message starts with the parameter's
+    name (`layer 3 is out of range: ...`), so a command can prefix its option's dashes."""
+
+
+class FoldingError(AttncliError):
+    """The model's tokens do not spell the words given, so attention cannot be folded
+    into them."""
+
+
+class AttentionChoice(NamedTuple):
+    """Which attention the links are read from.
+
+    Attributes:
+        layer: the cross-attention block, 1-based; None, the last.
+        head: the head, 1-based; None, the mean of the heads.
+        shift: read token t's links from row t + 1 (Chen et al. 2020).
+    """
+
+    layer: int | None = None
+    head: int | None = None
+    shift: bool = False
+
+
+class WordAttention(NamedTuple):
+    """The attention of a sentence pair over its words.
+
+    Attributes:
+        source_words, target_words: lists of `attncli.search.alignments.Word`, the
+            space-separated words as given, each with its token positions.
+        weights: float64 `(len(target_words), len(source_words))`, `A` of the module.
+    """
+
+    source_words: list
+    target_words: list
+    weights: np.ndarray
+
+
+def check_choice(forced, choice):
+    """Refuse a `choice` whose layer or head `forced`'s model does not have.
+
+    Raises:
+        ChoiceError: `"layer 3 is out of range: ..."` or `"head 9 ..."`.
+    """
+    layers = forced.attentions["cross"]
+    if choice.layer is not None and not 1 <= choice.layer <= len(layers):
+        raise ChoiceError(f"layer {choice.layer} is out of range: the model's cross-attention "
+                          f"has {_counted(len(layers), 'layer')} (1..{len(layers)})")
+    heads = layers[(choice.layer or len(layers)) - 1].shape[0]
+    if choice.head is not None and not 1 <= choice.head <= heads:
+        raise ChoiceError(f"head {choice.head} is out of range: the model's cross-attention "
+                          f"has {_counted(heads, 'head')} (1..{heads})")
+
+
+def _counted(count, noun):
+    return f"{count} {noun}{'s' if count != 1 else ''}"
+
+
+def token_weights(forced, choice):
+    """`W` (or `W'` with `choice.shift`) `(len(forced.tokens), len(forced.source_tokens))`:
+    the chosen layer's head, or the mean of its heads (see the module)."""
+    check_choice(forced, choice)
+    layers = forced.attentions["cross"]
+    heads = layers[(choice.layer or len(layers)) - 1]  # (heads, T, S)
+    weights = heads.mean(axis=0) if choice.head is None else heads[choice.head - 1]
+    if choice.shift:
+        # Row t + 1 for token t; the [END] token, in no word, keeps a row of zeros.
+        weights = np.concatenate([weights[1:], np.zeros_like(weights[:1])])
+    return weights
+
+
+def spelt_words(text, token_words, side):
+    """`text_words(text, token_words)`, after checking that the token words spell the
+    text's words: each token word falls inside one of them and together they cover
+    every character (the tokenizer may change characters, as case folding does, but not
+    drop or add any, nor read a word as `[UNK]`).
+
+    Raises:
+        FoldingError: naming `side` and the first word not spelt.
+    """
+    from attncli.search.alignments import text_words
+
+    given = text.split()
+    ends, end = set(), 0
+    for word in token_words:
+        end += len(word.text)
+        ends.add(end)
+    end = 0
+    for word in given:
+        end += len(word)
+        if end not in ends:
+            spelt = " ".join(token_word.text for token_word in token_words)
+            raise FoldingError(
+                f"the model reads the {side}'s word {shown(word, 40)} differently (its "
+                f"words: {shown(spelt, 120)}): its tokenizer drops characters or reads a "
+                "word as [UNK], so its attention cannot be folded into the words given; "
+                "write the text as the model's training data was written"
+            )
+    if end != sum(len(word.text) for word in token_words):
+        raise FoldingError(f"the model's words of the {side} spell more than the text given")
+    return text_words(text, token_words)
+
+
+def word_attention(forced, levels, choice=AttentionChoice()):
+    """The `WordAttention` of one `Forced` under `choice`.
+
+    Args:
+        forced: an `attncli.search.forced.Forced`.
+        levels: `(source level, target level)` of the model's tokenizers
+            (`Tokenizer.level`: word, subword, char, sentencepiece, pretokenized).
+        choice: an `AttentionChoice`. Defaults to the last layer, the mean of its heads,
+            no shift.
+
+    Raises:
+        ChoiceError: a layer or head the model does not have.
+        FoldingError: the model's tokens do not spell the words given.
+    """
+    from attncli.search.alignments import word_weights, words
+
+    source_level, target_level = levels
+    source_words = spelt_words(forced.source, words(forced.source_tokens, source_level),
+                               "source")
+    target_words = spelt_words(forced.reference, words(forced.tokens, target_level), "target")
+    weights = word_weights(token_weights(forced, choice), source_words, target_words)
+    return WordAttention(source_words, target_words, weights)
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """How links are read off word weights `A` (see the module).
+
+    Args:
+        method: a name of `EXTRACTIONS`: `"argmax"` or `"threshold"`. Defaults to
+            `"argmax"`.
+        threshold: for `"threshold"`, the least weight of a link, in `(0, 1]`; given
+            for that method only.
+
+    Raises:
+        ValueError: an unknown method, or a threshold missing, out of range or given to
+            a method that does not use one.
+    """
+
+    method: str = "argmax"
+    threshold: float | None = None
+
+    def __post_init__(self):
+        if self.method not in EXTRACTIONS:
+            raise ValueError(f"unknown extraction {shown(self.method)}; choose one of "
+                             f"{', '.join(EXTRACTIONS)}")
+        if (self.method == "threshold") != (self.threshold is not None):
+            raise ValueError("a threshold goes with the threshold extraction, and only "
+                             f"with it. Received: method={self.method}, "
+                             f"threshold={self.threshold}")
+        if self.threshold is not None and not 0 < self.threshold <= 1:
+            raise ValueError(f"threshold must be in (0, 1]. Received: "
+                             f"threshold={self.threshold}")
+
+    def links(self, weights):
+        """The links `frozenset{(i, j)}` of word weights `(target words, source words)`."""
+        return EXTRACTIONS[self.method](np.asarray(weights), self)
+
+
+def argmax_links(weights, extraction):
+    """`{(argmax_i A[j, i], j)}`: each target word's best source word (lowest on a tie)."""
+    if weights.shape[1] == 0:
+        return frozenset()
+    return frozenset((int(i), j) for j, i in enumerate(np.argmax(weights, axis=1)))
+
+
+def threshold_links(weights, extraction):
+    """`{(i, j) : A[j, i] >= extraction.threshold}`."""
+    targets, sources = np.nonzero(weights >= extraction.threshold)
+    return frozenset(zip(sources.tolist(), targets.tolist()))
+
+
+EXTRACTIONS = {"argmax": argmax_links, "threshold": threshold_links}
+
+
+def forced_links(forced, levels, choice, extraction):
+    """`(WordAttention, links)` of one `Forced`: its word weights and the links
+    `extraction` reads off them."""
+    attention = word_attention(forced, levels, choice)
+    return attention, extraction.links(attention.weights)
