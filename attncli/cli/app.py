@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 from typer.core import TyperArgument, TyperGroup
 
+from attncli.cli.align_command import align_command
 from attncli.errors import AttncliError, shown
 from attncli.own_layers import check_own_layers
 from attncli.scores import DEMO_SCORES
@@ -421,6 +422,10 @@ def translate(
         prefix_file=prefix_file, sampling=sampling, temperature=temperature, seed=seed,
     )
     raise typer.Exit(code=code)
+
+
+# Its options and body are in attncli/cli/align_command.py.
+app.command("align")(align_command(_load_tensorflow))
 
 
 @app.command("serve")

@@ -1,0 +1,393 @@
+"""`attncli align RUN`: sentence pairs in, word alignments read off the attention out.
+
+Pairs come from `--input FILE` (`source TAB target` per line), `--source F --target F`
+(line-aligned), or stdin (tab-separated lines, each answered as it is read, as
+`attncli translate` reads stdin). For each pair the model is fed the given translation
+(`attncli.search.forced`), and its attention is read as links
+(`attncli.alignment.extraction` states the rule; `--reverse` joins a model of the other
+direction by `attncli.alignment.symmetrization`).
+
+Out (stdout), one line per pair:
+    text   the links in the Pharaoh format, `i-j` for source word `i` and target word
+           `j`, counted from 0 over the space-separated words, source first (an empty
+           line for a pair with an empty side)
+    json   one object per pair: `line`, `source_words`, `target_words`, `links` (a list
+           of `[i, j]`); with `--reverse` also `forward` and `reverse` (its links flipped
+           to source first) before symmetrisation; with `--gold` also `scores`
+
+With `--gold FILE` (talp, line-aligned with the pairs), text prints one line of AER,
+precision and recall (percentages) and the counts they are made of instead of the
+links; json adds a last object `{"totals": {...}}` with the same figures and `pairs`.
+Files show a count on stderr; stdin shows nothing.
+"""
+
+import json
+import os
+import sys
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Annotated, NamedTuple
+
+import typer
+
+from attncli.alignment.links import Scores, format_pharaoh, score_sentence
+from attncli.alignment.symmetrization import SYMMETRIZATIONS, symmetrize
+from attncli.errors import AttncliError, clipped, shown
+
+FORMATS = ("text", "json")
+DEFAULT_SYMMETRIZATION = "grow-diag-final-and"
+CHUNK_BATCHES = 4  # batches forced between two writes of a file's links
+WAIT = 0.05  # seconds a batch of piped stdin waits for more lines after its first
+INTERRUPTED = 130
+
+
+def align_command(load_tensorflow):
+    """The Typer function of `attncli align`; `load_tensorflow(ctx)` runs before the
+    model is loaded (the app's quiet import)."""
+
+    def align(
+        ctx: typer.Context,
+        run: Annotated[
+            Path, typer.Argument(metavar="RUN", help="A run directory (or a model directory) "
+                                 "trained source -> target.")
+        ],
+        input_file: Annotated[
+            Path | None,
+            typer.Option("--input", metavar="FILE",
+                         help="Pairs, one per line: source, a tab, its translation."),
+        ] = None,
+        source_file: Annotated[
+            Path | None,
+            typer.Option("--source", metavar="FILE", help="Sources, one per line (with "
+                         "--target)."),
+        ] = None,
+        target_file: Annotated[
+            Path | None,
+            typer.Option("--target", metavar="FILE", help="Their translations, line-aligned "
+                         "with --source."),
+        ] = None,
+        layer: Annotated[
+            int | None, typer.Option(help="The cross-attention block (1-based).",
+                                     show_default="the last")
+        ] = None,
+        head: Annotated[
+            int | None, typer.Option(help="One head (1-based).",
+                                     show_default="the mean of all")
+        ] = None,
+        extraction: Annotated[
+            str | None,
+            typer.Option(metavar="argmax|threshold", help="argmax: each target word's best "
+                         "source word; threshold: every source word weighing at least "
+                         "--threshold.", show_default="argmax, threshold with --threshold"),
+        ] = None,
+        threshold: Annotated[
+            float | None,
+            typer.Option(help="The least word weight of a link, in (0, 1].")
+        ] = None,
+        shift: Annotated[
+            bool,
+            typer.Option("--shift", help="Read target word j's links at the step whose "
+                         "input is j (shift-att, Chen et al. 2020)."),
+        ] = False,
+        reverse: Annotated[
+            Path | None,
+            typer.Option(metavar="RUN2", help="A run trained target -> source: its links, "
+                         "flipped, are joined with RUN's (--symmetrize)."),
+        ] = None,
+        symmetrize: Annotated[
+            str | None,
+            typer.Option(metavar="METHOD", help=f"With --reverse: {', '.join(SYMMETRIZATIONS)} "
+                         "(Koehn et al. 2003).", show_default=DEFAULT_SYMMETRIZATION),
+        ] = None,
+        gold: Annotated[
+            Path | None,
+            typer.Option(metavar="FILE", help="Gold links (talp: 1-based i-j sure, ipj "
+                         "possible), line-aligned: print AER, precision and recall instead."),
+        ] = None,
+        output_format: Annotated[
+            str, typer.Option("--format", metavar="FORMAT",
+                              help="text (Pharaoh links) or json (words, links, scores).")
+        ] = "text",
+        batch_size: Annotated[int, typer.Option(help="Pairs run through the model at once.")] = 32,
+    ):
+        """Word alignments of given translations, read off the model's attention.
+
+        One line of links i-j per pair (source word i, target word j, counted from 0
+        over the space-separated words); with --gold, AER against gold links.
+        """
+        settings = check_settings(
+            input_file=input_file, source_file=source_file, target_file=target_file,
+            layer=layer, head=head, extraction=extraction, threshold=threshold, shift=shift,
+            reverse=reverse, symmetrize=symmetrize, gold=gold, output_format=output_format,
+            batch_size=batch_size,
+        )
+        from rich.console import Console
+
+        raise typer.Exit(code=run_align(run, settings, Console(stderr=True),
+                                        lambda: load_tensorflow(ctx)))
+
+    return align
+
+
+class Settings(NamedTuple):
+    """The command line's choices, checked (`check_settings`) before anything is read."""
+
+    input_file: Path | None
+    source_file: Path | None
+    target_file: Path | None
+    choice: object  # attncli.alignment.extraction.AttentionChoice
+    extraction: object  # attncli.alignment.extraction.Extraction
+    reverse: Path | None
+    symmetrization: str | None  # with `reverse` only
+    gold: Path | None
+    output_format: str
+    batch_size: int
+
+
+def check_settings(*, input_file, source_file, target_file, layer, head, extraction,
+                   threshold, shift, reverse, symmetrize, gold, output_format, batch_size):
+    """The `Settings` of the options; each bad value or combination is one line."""
+    from attncli.alignment.extraction import EXTRACTIONS, AttentionChoice, Extraction
+
+    if output_format not in FORMATS:
+        raise AttncliError(f"--format {shown(output_format)} is not a format; choose "
+                           f"one of {', '.join(FORMATS)}")
+    if batch_size < 1:
+        raise AttncliError(f"--batch-size must be >= 1. Received: --batch-size={batch_size}")
+    for name, value in (("--layer", layer), ("--head", head)):
+        if value is not None and value < 1:
+            raise AttncliError(f"{name} counts from 1. Received: {name}={value}")
+    if (source_file is None) != (target_file is None):
+        given, missing = (("--source", "--target") if target_file is None
+                          else ("--target", "--source"))
+        raise AttncliError(f"{given} needs {missing}: give the two line-aligned files")
+    if input_file is not None and source_file is not None:
+        raise AttncliError("give the pairs with --input or with --source and --target, "
+                           "not both")
+    method = extraction or ("threshold" if threshold is not None else "argmax")
+    if method not in EXTRACTIONS:
+        raise AttncliError(f"--extraction {shown(method)}: choose {' or '.join(EXTRACTIONS)}")
+    if method == "threshold" and threshold is None:
+        raise AttncliError("--extraction threshold needs --threshold F, the least word "
+                           "weight of a link, in (0, 1]")
+    if method == "argmax" and threshold is not None:
+        raise AttncliError("--threshold goes with --extraction threshold; argmax takes none")
+    if threshold is not None and not 0 < threshold <= 1:
+        raise AttncliError(f"--threshold must be in (0, 1]. Received: --threshold={threshold}")
+    if symmetrize is not None and reverse is None:
+        raise AttncliError("--symmetrize joins RUN's links with those of --reverse RUN2: "
+                           "add --reverse, or drop --symmetrize")
+    if symmetrize is not None and symmetrize not in SYMMETRIZATIONS:
+        raise AttncliError(f"--symmetrize {shown(symmetrize)}: choose one of "
+                           f"{', '.join(SYMMETRIZATIONS)}")
+    return Settings(
+        input_file, source_file, target_file, AttentionChoice(layer, head, shift),
+        Extraction(method, threshold), reverse,
+        (symmetrize or DEFAULT_SYMMETRIZATION) if reverse is not None else None,
+        gold, output_format, batch_size,
+    )
+
+
+class PairSource:
+    """The pairs: read whole from files (`pairs`, `count`) or streamed from stdin."""
+
+    def __init__(self, settings):
+        from attncli.cli.align_inputs import read_parallel, read_tsv
+
+        self.interactive = False
+        if settings.input_file is not None:
+            self.pairs = read_tsv(settings.input_file)
+        elif settings.source_file is not None:
+            self.pairs = read_parallel(settings.source_file, settings.target_file)
+        else:
+            self.pairs = None
+            self.stdin = sys.stdin
+            self.interactive = self.stdin.isatty()
+
+    @property
+    def count(self):
+        return None if self.pairs is None else len(self.pairs)
+
+    def chunks(self, batch_size):
+        """Lists of pairs in order: a file's in chunks of a few batches, stdin's as its
+        lines arrive (`attncli.cli.line_stream`)."""
+        import io
+
+        from attncli.cli.align_inputs import tsv_pair
+        from attncli.cli.line_stream import LineReader, list_batches
+
+        if self.pairs is not None:
+            yield from list_batches(self.pairs, batch_size * CHUNK_BATCHES)
+            return
+        stream = getattr(self.stdin, "buffer", None)
+        if stream is None:  # a text stream without bytes underneath (a test's StringIO)
+            stream = io.BytesIO(self.stdin.read().encode("utf-8"))
+        number = 0
+        for lines in LineReader(stream, "stdin").batches(batch_size,
+                                                          0.0 if self.interactive else WAIT):
+            chunk = []
+            for line in lines:
+                number += 1
+                try:
+                    chunk.append(tsv_pair(line, f"stdin line {number}"))
+                except AttncliError:
+                    yield chunk  # the lines before it are answered first
+                    raise
+            yield chunk
+
+
+class Aligner:
+    """One model's links of a chunk of pairs (`direction`: `forward` reads pairs as they
+    are, `reverse` reads each target as a source and flips its links)."""
+
+    def __init__(self, run_path, settings, direction):
+        from attncli.cli.runs import model_directory
+        from attncli.search.loading import load_model
+
+        loaded = load_model(model_directory(run_path))
+        self.translator = loaded.translator(attention_weights=False)
+        self.levels = loaded.source_tokenizer.level, loaded.target_tokenizer.level
+        self.settings, self.direction = settings, direction
+        self.option = "" if direction == "forward" else f" for --reverse {run_path}"
+
+    def links(self, pairs):
+        """The links of each of `pairs` (none with an empty side), source word first."""
+        from attncli.alignment.extraction import ChoiceError, FoldingError, forced_links
+        from attncli.search.forced import force
+
+        sources = [pair.source for pair in pairs]
+        targets = [pair.target for pair in pairs]
+        if self.direction == "reverse":
+            sources, targets = targets, sources
+        results = force(self.translator, sources, targets, self.settings.batch_size)
+        links = []
+        for pair, forced in zip(pairs, results):
+            try:
+                _, found = forced_links(forced, self.levels, self.settings.choice,
+                                                self.settings.extraction)
+            except ChoiceError as error:
+                raise AttncliError(f"--{error}{self.option}") from None
+            except FoldingError as error:
+                raise AttncliError(f"{pair.where}: {clipped(str(error), 400)}") from None
+            if self.direction == "reverse":
+                found = frozenset((i, j) for j, i in found)
+            links.append(found)
+        return links
+
+
+def run_align(run, settings, console, load_tensorflow):
+    """Run `attncli align` with checked `settings`; returns the exit code."""
+    from attncli.cli.align_inputs import GoldLinks
+    from attncli.cli.runs import model_directory
+
+    model_directory(run)
+    if settings.reverse is not None:
+        model_directory(settings.reverse)
+    source = PairSource(settings)
+    golds = GoldLinks(settings.gold) if settings.gold is not None else None
+    if golds is not None and source.pairs is not None:
+        golds.check_count(source.count, _named(settings))
+        for index, pair in enumerate(source.pairs):
+            golds.of(index, pair)
+    if source.interactive:
+        console.print("reading pairs from the terminal: source, a tab, its translation, one "
+                      "per line; Ctrl-D ends", highlight=False)
+    load_tensorflow()
+    forward = Aligner(run, settings, "forward")
+    reverse = Aligner(settings.reverse, settings, "reverse") if settings.reverse else None
+    written, totals = 0, Scores(0, 0, 0, 0)
+    show = source.count is not None and console.is_terminal
+    try:
+        with console.status("aligning") if show else nullcontext() as status:
+            for pairs in source.chunks(settings.batch_size):
+                records = _aligned(pairs, forward, reverse, settings.symmetrization)
+                lines = []
+                for offset, (pair, record) in enumerate(zip(pairs, records)):
+                    if golds is not None:
+                        record["scores"] = score_sentence(
+                            record["links"], golds.of(written + offset, pair))
+                        totals = totals + record["scores"]
+                    lines.append(_line(written + offset + 1, record, settings))
+                if settings.output_format == "json" or golds is None:
+                    sys.stdout.write("".join(line + "\n" for line in lines))
+                    sys.stdout.flush()
+                written += len(pairs)
+                if status is not None:
+                    status.update(f"aligning: {written} of {source.count} pairs")
+        if golds is not None:
+            golds.check_count(written, _named(settings))
+            _write_totals(totals, written, settings.output_format)
+    except BrokenPipeError:
+        # The reader stopped early (`| head`): not an error, and nothing more to say.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        console.print(f"interrupted: {written} pair(s) aligned", highlight=False)
+        return INTERRUPTED
+    if source.count is not None:
+        console.print(f"{written} pairs aligned", highlight=False)
+    return 0
+
+
+def _named(settings):
+    if settings.input_file is not None:
+        return f"--input {settings.input_file}"
+    if settings.source_file is not None:
+        return "--source/--target"
+    return "stdin"
+
+
+def _aligned(pairs, forward, reverse, symmetrization):
+    """One record per pair: its words and links (and with `reverse`, both directions')."""
+    records = [{"source_words": pair.source.split(), "target_words": pair.target.split(),
+                "links": frozenset()} for pair in pairs]
+    filled = [index for index, pair in enumerate(pairs) if not pair.empty]
+    if not filled:
+        return records
+    chosen = [pairs[index] for index in filled]
+    links = forward.links(chosen)
+    if reverse is None:
+        for index, found in zip(filled, links):
+            records[index]["links"] = found
+        return records
+    reverse_links = reverse.links(chosen)
+    for index, found, flipped in zip(filled, links, reverse_links):
+        records[index].update(forward=found, reverse=flipped,
+                              links=symmetrize(found, flipped, symmetrization))
+    return records
+
+
+def _pairs_of(links):
+    return [[i, j] for i, j in sorted(links)]
+
+
+def _line(number, record, settings):
+    """The stdout line of one pair's `record`."""
+    if settings.output_format == "text":
+        return format_pharaoh(record["links"])
+    line = {"line": number, "source_words": record["source_words"],
+            "target_words": record["target_words"], "links": _pairs_of(record["links"])}
+    for direction in ("forward", "reverse"):
+        if direction in record:
+            line[direction] = _pairs_of(record[direction])
+    if "scores" in record:
+        line["scores"] = _rounded(record["scores"].to_dict())
+    return json.dumps(line, ensure_ascii=False)
+
+
+def _rounded(figures):
+    return {name: round(value, 4) if isinstance(value, float) else value
+            for name, value in figures.items()}
+
+
+def _write_totals(totals, pairs, output_format):
+    if output_format == "json":
+        sys.stdout.write(json.dumps({"totals": {**_rounded(totals.to_dict()),
+                                                "pairs": pairs}}) + "\n")
+    else:
+        sys.stdout.write(
+            f"AER {100 * totals.aer:.2f}  precision {100 * totals.precision:.2f}  recall "
+            f"{100 * totals.recall:.2f}  ({pairs} pairs; |A| {totals.predicted}, |S| "
+            f"{totals.sure}, |A∩S| {totals.sure_hits}, |A∩P| {totals.possible_hits})\n"
+        )
+    sys.stdout.flush()
