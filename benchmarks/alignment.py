@@ -17,11 +17,13 @@ links.
   `--eflomal-out`), else read from `--eflomal-dir`.
 - **published**: the fast_align and GIZA++ outputs of `hansards-en-fr/reference/`; the
   `*.reverse.talp` ones are written French first and are flipped.
-- **attncli**: `attncli align` run as a user runs it, on `--forward RUN` (English→French):
-  the attention raw and shifted (Chen et al. 2020), per decoder layer for a Transformer;
-  with `--reverse RUN2` (French→English) its own rows and the symmetrised ones (Koehn et
-  al. 2003); with `--guided RUN3` (an English→French run trained with guided alignment)
-  its rows.
+- **attncli**: `attncli align` run as a user runs it (argmax extraction, the mean of the
+  heads), on `--forward RUN` (English→French): the attention raw and shifted (Chen et
+  al. 2020), per decoder layer for a Transformer (else its one); with `--reverse RUN2`
+  (French→English, its last layer) the reverse model's links and the symmetrised ones
+  (Koehn et al. 2003); with `--guided RUN3` (an English→French run trained with guided
+  alignment) its rows as RUN's. Adding `--gold $H/test.talp` to a row's command prints
+  the row's figures.
 
     python -m benchmarks.alignment [--data ../shared/data] [--forward RUN] [--reverse RUN2]
         [--guided RUN3] [--eflomal-dir DIR | --eflomal-out DIR]
@@ -30,6 +32,7 @@ Rows whose inputs are not given are left out, with a line on stderr saying why.
 """
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -147,9 +150,9 @@ def eflomal_rows(args, test):
         eflomal_links.run(test.folder, directory)
         print(f"eflomal's links are in {directory}; score them again without aligning with "
               f"--eflomal-dir {directory}", file=sys.stderr)
-    lines = eflomal_links.training_lines(test.folder) + TEST_SENTENCES
-    forward, reverse = (read_links(directory / f"eflomal.{name}", lines)[-TEST_SENTENCES:]
-                        for name in ("fwd", "rev"))
+    training = eflomal_links.training_lines(test.folder)
+    forward, reverse = (read_links(directory / f"eflomal.{name}", training + TEST_SENTENCES,
+                                   start=training) for name in ("fwd", "rev"))
     record = directory / "eflomal.command"
     command = (f"`{record.read_text('utf-8').splitlines()[0]}`" if record.is_file()
                else f"eflomal links of {directory}")
@@ -192,52 +195,96 @@ def given_models(args):
     return models
 
 
-def align(test, run, direction, options=()):
-    """The links of `attncli align RUN` on the test sentences, English first (a
-    French→English `direction` is flipped), and the command as shown.
+def align_arguments(folder, run, options):
+    """The arguments of `attncli align RUN` on the test sentences in `folder`."""
+    return [str(run), "--source", f"{folder}/test.en", "--target", f"{folder}/test.fr",
+            *map(str, options)]
 
-    Args:
-        direction: `("en", "fr")` or `("fr", "en")`: source and target languages.
-        options: the command's further options.
+
+def shown_command(run, options):
+    """`attncli align RUN ...` as the table shows it, the Hansards folder written `$H`."""
+    return " ".join(["attncli align", *align_arguments(FOLDER, run, options)])
+
+
+def attncli_align(test, run, options=()):
+    """Runs `attncli align RUN` on the test sentences (English→French) as a user does.
+
+    Returns:
+        `(lines, command)`: its stdout lines, one per sentence pair, and `shown_command`.
     """
-    source, target = direction
-
-    def arguments(folder):
-        return [str(run), "--source", f"{folder}/test.{source}",
-                "--target", f"{folder}/test.{target}", *map(str, options)]
-
-    shown = " ".join(["attncli align", *arguments(FOLDER)])
-    print(f"$ {shown}", file=sys.stderr)
+    command = shown_command(run, options)
+    print(f"$ {command}", file=sys.stderr)
     start = time.monotonic()
     result = subprocess.run(
-        [sys.executable, "-m", "attncli", "align", *arguments(test.folder)],
+        [sys.executable, "-m", "attncli", "align", *align_arguments(test.folder, run, options)],
         capture_output=True, text=True,
         env={"TF_CPP_MIN_LOG_LEVEL": "2", **os.environ},
     )
     if result.returncode != 0:
         last = (result.stderr.strip().splitlines() or ["no message"])[-1]
-        sys.exit(f"{shown} exited with {result.returncode}: {last}")
+        sys.exit(f"{command} exited with {result.returncode}: {last}")
     print(f"  {time.monotonic() - start:.0f} s", file=sys.stderr)
     lines = result.stdout.split("\n")[:-1]
     if len(lines) != TEST_SENTENCES:
-        sys.exit(f"{shown} printed {len(lines)} lines for {TEST_SENTENCES} sentence pairs")
-    links = [parse_pharaoh(line, f"{shown} line {number}")
-             for number, line in enumerate(lines, start=1)]
-    return (flipped(links) if direction == ("fr", "en") else links), f"`{shown}`"
+        sys.exit(f"{command} printed {len(lines)} lines for {TEST_SENTENCES} sentence pairs")
+    return lines, command
 
 
-def model_rows(test, name, model, direction):
-    """Raw and shifted rows of one model, per decoder layer for a Transformer."""
+def shift_options(shift):
+    return ["--shift"] if shift else []
+
+
+def shift_name(shift):
+    return "shifted" if shift else "raw"
+
+
+def model_rows(test, name, model):
+    """Raw and shifted rows of one English→French model, per decoder layer for a
+    Transformer."""
     rows = []
     for layer in model.layers:
         for shift in (False, True):
-            options = [*(["--layer", layer] if layer else []), *(["--shift"] if shift else [])]
-            method = f"{name}, {'shifted' if shift else 'raw'}"
+            options = [*(["--layer", layer] if layer else []), *shift_options(shift)]
+            lines, command = attncli_align(test, model.run, options)
+            links = [parse_pharaoh(line, f"{command} line {number}")
+                     for number, line in enumerate(lines, start=1)]
+            method = f"{name}, {shift_name(shift)}"
             if layer:
                 method += f", layer {layer} of {len(model.layers)}"
-            links, command = align(test, model.run, direction, options)
-            rows.append(Row(method, command, links))
+            rows.append(Row(method, f"`{command}`", links))
     return rows
+
+
+def joined_rows(test, forward, reverse):
+    """The reverse model's rows and the symmetrised ones, raw and shifted (see the module).
+
+    One `attncli align RUN --reverse RUN2 --format json` per shift gives both directions'
+    links (`forward`; `reverse`, already flipped) and their join by `--symmetrize`; each
+    `ATTNCLI_SYMMETRIZATIONS` row joins the two by the function `attncli align` calls, so
+    it is what `--symmetrize METHOD` prints (checked on the method the run was given).
+    """
+    reverse_rows, symmetrized = [], {method: [] for method in ATTNCLI_SYMMETRIZATIONS}
+    for shift in (False, True):
+        base = ["--reverse", reverse.run, "--symmetrize"]
+        lines, command = attncli_align(
+            test, forward.run,
+            [*base, ATTNCLI_SYMMETRIZATIONS[-1], "--format", "json", *shift_options(shift)])
+        records = [json.loads(line) for line in lines]
+        directions = {direction: [frozenset(map(tuple, record.get(direction, [])))
+                                  for record in records]
+                      for direction in ("forward", "reverse", "links")}
+        reverse_rows.append(Row(f"attncli fr→en, {shift_name(shift)}",
+                                f"`{command}`: its `reverse` links", directions["reverse"]))
+        for method in ATTNCLI_SYMMETRIZATIONS:
+            links = [symmetrize(*pair, method)
+                     for pair in zip(directions["forward"], directions["reverse"])]
+            if method == ATTNCLI_SYMMETRIZATIONS[-1] and links != directions["links"]:
+                sys.exit(f"{command}: its links are not the {method} of its forward and "
+                         "reverse ones")
+            shown = shown_command(forward.run, [*base, method, *shift_options(shift)])
+            symmetrized[method].append(Row(f"attncli {method}, {shift_name(shift)}",
+                                           f"`{shown}`", links))
+    return [*reverse_rows, *(row for rows in symmetrized.values() for row in rows)]
 
 
 def attncli_rows(test, models):
@@ -245,29 +292,20 @@ def attncli_rows(test, models):
     forward, reverse, guided = models["forward"], models["reverse"], models["guided"]
     rows = []
     if forward is None:
-        left_out("attncli forward rows", "no --forward RUN (an English→French run) was given")
+        left_out("attncli rows but the guided ones",
+                 "no --forward RUN (an English→French run) was given")
     else:
-        rows += model_rows(test, "attncli en→fr", forward, ("en", "fr"))
-    if reverse is None:
-        left_out("attncli reverse and symmetrised rows",
-                 "no --reverse RUN2 (a French→English run) was given")
-    else:
-        rows += model_rows(test, "attncli fr→en", reverse, ("fr", "en"))
-    if forward is not None and reverse is not None:
-        for method in ATTNCLI_SYMMETRIZATIONS:
-            for shift in (False, True):
-                options = ["--reverse", reverse.run, "--symmetrize", method,
-                           *(["--shift"] if shift else [])]
-                links, command = align(test, forward.run, ("en", "fr"), options)
-                rows.append(Row(f"attncli {method}, {'shifted' if shift else 'raw'}",
-                                command, links))
-    elif reverse is not None:
-        left_out("attncli symmetrised rows", "they need --forward RUN too")
+        rows += model_rows(test, "attncli en→fr", forward)
+        if reverse is None:
+            left_out("attncli reverse and symmetrised rows",
+                     "no --reverse RUN2 (a French→English run) was given")
+        else:
+            rows += joined_rows(test, forward, reverse)
     if guided is None:
         left_out("attncli guided rows", "no --guided RUN3 (a run trained with guided "
                  "alignment) was given")
     else:
-        rows += model_rows(test, "attncli guided", guided, ("en", "fr"))
+        rows += model_rows(test, "attncli guided", guided)
     return rows
 
 

@@ -98,27 +98,27 @@ def run(hansards, out):
         raise AttncliError(f"eflomal-align exited with {result.returncode}: {last}")
     print(f"eflomal aligned {lines:,} pairs in {minutes:.1f} minutes (wall)", file=sys.stderr)
     (out / "eflomal.command").write_text(
-        f"{shown}  # corpus = train + test, {lines:,} lines; {minutes:.1f} minutes wall\n",
+        f"{shown}\n# corpus = train + test, {lines:,} lines; {minutes:.1f} minutes wall\n",
         "utf-8")
     return shown
 
 
-def read_links(path, lines):
-    """The links of each line of a Pharaoh file, checked to have `lines` lines.
+def read_links(path, lines, start=0):
+    """The links of each line of a Pharaoh file from line `start + 1` on, the file
+    checked to have `lines` lines.
 
     Raises:
         AttncliError: the file is missing or has another number of lines.
         LinkError: a malformed link, naming its line.
     """
     try:
-        text = path.read_text("utf-8")
+        text = path.read_text("utf-8").splitlines()
     except FileNotFoundError:
         raise AttncliError(f"{path}: no such file") from None
-    links = [parse_pharaoh(line, f"{path} line {number}")
-             for number, line in enumerate(text.splitlines(), start=1)]
-    if len(links) != lines:
-        raise AttncliError(f"{path} has {len(links):,} lines for {lines:,} sentence pairs")
-    return links
+    if len(text) != lines:
+        raise AttncliError(f"{path} has {len(text):,} lines for {lines:,} sentence pairs")
+    return [parse_pharaoh(line, f"{path} line {number}")
+            for number, line in enumerate(text[start:], start=start + 1)]
 
 
 def write_links(path, links):
