@@ -624,6 +624,23 @@ def inspect_weights(
     head: Annotated[
         int | None, typer.Option(help="One head (1-based).", show_default="the mean of all")
     ] = None,
+    reference: Annotated[
+        str | None,
+        typer.Option(metavar="TEXT",
+                     help="Show the attention over this translation of --text instead of "
+                     "the model's own (forced decoding), and print its score."),
+    ] = None,
+    words: Annotated[
+        bool, typer.Option("--words", help="Fold the tokens into the space-separated words "
+                           "of the texts: a row word is the mean of its pieces' rows, a "
+                           "column word the sum of its pieces' columns.")
+    ] = False,
+    gold: Annotated[
+        str | None,
+        typer.Option(metavar="LINE",
+                     help="Gold links of --text and --reference (talp: 1-based i-j sure, "
+                     "ipj possible; i a source word), marked on the words view."),
+    ] = None,
 ):
     """Look inside a trained model: attention heatmaps, one step's scores, the weights."""
     _load_tensorflow(ctx)
@@ -631,4 +648,5 @@ def inspect_weights(
 
     inspect(run_path=run, text=text, beam=beam, png=png, step=step, params=params,
             decimals=decimals, attention=attention, layer=layer, head=head,
-            input_file=input_file, png_dir=png_dir, cell_weights=cell_weights, html=html)
+            input_file=input_file, png_dir=png_dir, cell_weights=cell_weights, html=html,
+            reference=reference, words=words, gold=gold)

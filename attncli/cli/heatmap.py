@@ -1,10 +1,13 @@
 """Attention matrices as pictures: a shaded table in the terminal, or a PNG.
 
 Both show source tokens as columns and output tokens as rows; a cell's shade is
-its attention weight, and each row's largest weight is marked.
+its attention weight, and each row's largest weight is marked. Given cells of links
+(`links`: the extracted word links, `sure` and `possible`: gold ones) are marked too,
+each kind its own way, with a legend.
 """
 
 import numpy as np
+from rich.cells import cell_len
 from rich.table import Table
 from rich.text import Text
 
@@ -30,8 +33,27 @@ def _shade(weight):
     return f"{ink} on rgb({red},{green},{blue})"
 
 
+#: The marks of a table's cells, and what the legend says of each.
+LINK_MARK, SURE_MARK, POSSIBLE_MARK = "+", "S", "P"
+_LEGEND = {
+    "best": "* the row's largest weight",
+    "links": f"{LINK_MARK} a link (argmax of the word weights per target word)",
+    "sure": f"{SURE_MARK} a sure gold link",
+    "possible": f"{POSSIBLE_MARK} a possible one",
+}
+
+
+def legend(links=(), sure=(), possible=()):
+    """What the marks of a table mean, the row's largest weight first; only the kinds
+    of links given are named."""
+    given = {"links": links, "sure": sure, "possible": possible}
+    return "; ".join(text for name, text in _LEGEND.items()
+                     if name == "best" or given[name])
+
+
 def heatmap_table(source_tokens, output_tokens, weights, decimals=2, title=None,
-                  row_label="output", column_label="source"):
+                  row_label="output", column_label="source", links=frozenset(),
+                  sure=frozenset(), possible=frozenset()):
     """A Rich table of attention weights, one row per output token.
 
     Args:
@@ -41,22 +63,37 @@ def heatmap_table(source_tokens, output_tokens, weights, decimals=2, title=None,
         decimals: digits printed in each cell. Defaults to 2.
         title: optional table title.
         row_label, column_label: what the rows and columns are, for the corner cell.
+        links, sure, possible: sets of cells `(row, column)`: the extracted links,
+            the sure and the possible gold links. Default: none.
 
     Returns:
-        rich.table.Table; the largest weight of each row is bold and marked `*`.
+        rich.table.Table; the largest weight of each row is bold and marked `*`, a
+        link `+`, a sure gold link `S` and a possible one `P`, and when any link is
+        given a caption says so.
     """
     weights = _check(source_tokens, output_tokens, weights)
     table = Table(title=title, show_lines=False, pad_edge=False)
+    if links or sure or possible:
+        table.caption = legend(links, sure, possible)
     table.add_column(f"{row_label} \\ {column_label}", style="bold")
+    # A cell is padded on the left to its column's width and set flush left: Rich drops
+    # the trailing spaces of a cell set flush right, and the digits would not line up.
+    length = len(f"{0:.{decimals}f}*") + bool(links) + bool(sure or possible)
+    widths = [max(length, cell_len(token)) for token in source_tokens]
     for token in source_tokens:
-        table.add_column(Text(token), justify="right", no_wrap=True)
-    for token, row in zip(output_tokens, weights):
+        table.add_column(Text(token, justify="right"), justify="left", no_wrap=True)
+    for row_index, (token, row) in enumerate(zip(output_tokens, weights)):
         best = int(np.argmax(row)) if row.size else -1
         cells = []
         for position, weight in enumerate(row):
+            cell = (row_index, position)
             mark = "*" if position == best else " "
-            cells.append(Text(f"{weight:.{decimals}f}{mark}", style=_shade(weight)
-                              + (" bold" if position == best else "")))
+            # One place for each kind of mark the table has, so the digits line up.
+            marks = ((LINK_MARK if cell in links else " ") if links else "") + (
+                (SURE_MARK if cell in sure else POSSIBLE_MARK if cell in possible else " ")
+                if sure or possible else "")
+            cells.append(Text(f"{weight:.{decimals}f}{mark}{marks}".rjust(widths[position]),
+                              style=_shade(weight) + (" bold" if position == best else "")))
         table.add_row(Text(token), *cells)
     return table
 
@@ -68,11 +105,14 @@ _DPI = 120
 
 
 def heatmap_figure(source_tokens, output_tokens, weights, title=None, row_label="output",
-                   column_label="source", cell_decimals=None, families=None):
+                   column_label="source", cell_decimals=None, families=None,
+                   links=frozenset(), sure=frozenset(), possible=frozenset()):
     """The attention matrix as a matplotlib `Figure` (on an Agg canvas, no pyplot).
 
     Source tokens (the keys) run along the top, output tokens (the queries) down the
-    side, and each row's largest weight is outlined; a colour bar on the right. The
+    side, and each row's largest weight is outlined; a colour bar on the right. A link
+    is a pink dot in its cell's corner, a sure gold link a green square inside the
+    cell, a possible one a dashed green square, with a legend under the matrix. The
     caption `title` goes under everything, each line wrapped to the picture's width,
     in room of its own (constrained layout), so it never covers a row or the colour
     bar. The picture is sized so that a cell keeps about 0.55 x 0.45 inch whatever the
@@ -87,6 +127,8 @@ def heatmap_figure(source_tokens, output_tokens, weights, title=None, row_label=
         cell_decimals: None, or print each weight in its cell with that many digits.
         families: font families for the labels (see `attncli.cli.fonts`). Defaults to
             matplotlib's.
+        links, sure, possible: sets of cells `(row, column)`: the extracted links, the
+            sure and the possible gold links. Default: none.
     """
     from matplotlib import rc_context
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -127,10 +169,46 @@ def heatmap_figure(source_tokens, output_tokens, weights, title=None, row_label=
                     axes.text(column, row, f"{weight:.{cell_decimals}f}", ha="center",
                               va="center", fontsize=8,
                               color="white" if weight > 0.6 else "black")
+        _mark_links(axes, links, sure, possible)
         figure.colorbar(image, ax=axes, label="attention weight")
         caption = figure.supxlabel("", fontsize="small") if title else None
         _fit(figure, axes, caption, title, cells)
     return figure
+
+
+_LINK = dict(marker="o", markersize=6, color="#e7298a", markeredgecolor="white",
+             markeredgewidth=1.0, linestyle="none")
+_GOLD = dict(fill=False, edgecolor="#1b9e4b", linewidth=2.0)
+
+
+def _mark_links(axes, links, sure, possible):
+    """Draw the links and gold links on their cells, and their legend under the axes."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Rectangle
+
+    for row, column in sorted(links):
+        axes.plot(column - 0.3, row - 0.28, scalex=False, scaley=False, **_LINK)
+    for cells, style in ((sure, "solid"), (possible, (0, (2, 1.5)))):
+        for row, column in sorted(cells):
+            axes.add_patch(Rectangle((column - 0.32, row - 0.32), 0.64, 0.64,
+                                     linestyle=style, **_GOLD))
+    if not (links or sure or possible):
+        return
+    handles = [Rectangle((0, 0), 1, 1, fill=False, edgecolor="darkorange", linewidth=1.5)]
+    labels = ["the row's largest weight"]
+    if links:
+        handles.append(Line2D([], [], **_LINK))
+        labels.append("link (argmax per target word)")
+    if sure:
+        handles.append(Rectangle((0, 0), 1, 1, **_GOLD))
+        labels.append("sure gold link")
+    if possible:
+        handles.append(Rectangle((0, 0), 1, 1, linestyle=(0, (2, 1.5)), **_GOLD))
+        labels.append("possible gold link")
+    # Above everything: the caption holds the bottom, and constrained layout keeps room
+    # for both.
+    axes.figure.legend(handles, labels, loc="outside upper center", ncols=2,
+                       fontsize="small", frameon=False)
 
 
 def _fit(figure, axes, caption, title, cells):
@@ -170,7 +248,8 @@ def _wrapped(title, caption, renderer, width):
 
 
 def heatmap_png(source_tokens, output_tokens, weights, title=None, row_label="output",
-                column_label="source", cell_decimals=None):
+                column_label="source", cell_decimals=None, links=frozenset(),
+                sure=frozenset(), possible=frozenset()):
     """The attention matrix as a labelled PNG (`heatmap_figure`), in memory.
 
     Labels in scripts matplotlib's default font lacks (Han, Kana, Hangul, ...) are drawn
@@ -192,14 +271,16 @@ def heatmap_png(source_tokens, output_tokens, weights, title=None, row_label="ou
         # One notice from the caller names every missing glyph; not one warning per glyph.
         warnings.filterwarnings("ignore", message="Glyph .* missing from")
         figure = heatmap_figure(source_tokens, output_tokens, weights, title, row_label,
-                                column_label, cell_decimals, families)
+                                column_label, cell_decimals, families, links, sure,
+                                possible)
         data = io.BytesIO()
         figure.savefig(data, format="png", dpi=_DPI)
     return data.getvalue(), missing
 
 
 def save_heatmap_png(source_tokens, output_tokens, weights, path, title=None,
-                     row_label="output", column_label="source", cell_decimals=None):
+                     row_label="output", column_label="source", cell_decimals=None,
+                     links=frozenset(), sure=frozenset(), possible=frozenset()):
     """Save the attention matrix as a labelled PNG (`heatmap_png`), written atomically.
 
     Returns:
@@ -209,6 +290,6 @@ def save_heatmap_png(source_tokens, output_tokens, weights, path, title=None,
     from attncli.files import write_atomically
 
     png, missing = heatmap_png(source_tokens, output_tokens, weights, title, row_label,
-                               column_label, cell_decimals)
+                               column_label, cell_decimals, links, sure, possible)
     write_atomically(path, png)
     return missing

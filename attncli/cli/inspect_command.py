@@ -13,12 +13,28 @@
                     by the model (`Seq2Seq.trace`): each key's score, softmax weight
                     and weighted value, and the context
     --params        every weight tensor with its statistics, the attention's own first
+    --reference T   the attention over the given translation T of --text instead
+                    of the model's own (forced decoding, `attncli.search.forced`);
+                    its score is printed: log P / lp (the search's score), log P and
+                    the perplexity per token
+    --words         fold the tokens into the space-separated words of the texts: a
+                    row word is the mean of its pieces' rows, a column word the sum
+                    of its pieces' columns (the title says so); --step still walks
+                    one token's step
+    --gold LINE     the sentence pair's gold links (talp: 1-based `i-j` sure, `ipj`
+                    possible; i a source word, j a word of --reference), marked on
+                    the words view (--gold turns --words on)
     --attention cross|encoder|decoder, --layer L, --head H
                     which attention of a model with self-attention: the decoder's over
                     the source, the encoder's or the decoder's own; its block (the last
                     by default) and one head (the mean of the heads by default); --step
                     then walks a query of that head through x W_q, x W_k, x W_v,
                     scores, softmax, weighted values and sum
+
+The cross-attention's links (each target word to the source word of its largest word
+weight, as `translate --alignments` links them) are marked on its cells: `+` on every
+piece of the two words in the table, a dot in the picture, with a legend; gold links
+`S` (sure) and `P` (possible), a solid and a dashed square.
 
 The matrices and steps are a `SentenceView` (`attncli.search.inspection`), which
 `sentence_views` gives for the sentences asked. Everything asked for is printed to
@@ -83,10 +99,30 @@ def parameter_table(model, decimals=4):
 
 
 def _check_options(*, text, input_file, beam, png, png_dir, cell_weights, step, params,
-                   decimals, attention, layer, head):
-    """Refuse every bad combination and value of options before the model is loaded."""
+                   decimals, attention, layer, head, reference=None, gold=None):
+    """Refuse every bad combination and value of options before the model is loaded;
+    returns the `Gold` links of `--gold` (None without it)."""
     if text and input_file is not None:
         raise AttncliError("give --text or --input, not both")
+    if reference is not None:
+        if not text:
+            raise AttncliError("--reference is the translation of one sentence: use it "
+                               "with --text \"...\"")
+        if not reference.strip():
+            raise AttncliError("--reference is empty: give the translation to look at")
+        if beam is not None:
+            raise AttncliError("--beam searches for a translation, and with --reference "
+                               "none is searched: drop --beam")
+    if gold is not None:
+        from attncli.alignment.links import parse_talp
+
+        if reference is None:
+            raise AttncliError("--gold links the words of a given translation: add "
+                               "--reference \"...\"")
+        if attention not in (None, "cross"):
+            raise AttncliError(f"--gold marks the cross-attention, not the {clipped(attention)} "
+                               "attention: drop --attention or choose cross")
+        gold = parse_talp(gold, where="--gold")
     sentences = bool(text) or input_file is not None
     if png is not None and png_dir is not None:
         raise AttncliError("give --png FILE (one picture) or --png-dir DIR, not both")
@@ -134,6 +170,7 @@ def _check_options(*, text, input_file, beam, png, png_dir, cell_weights, step, 
             raise AttncliError(f"--png-dir {png_dir} is a file; give a folder")
         if not png_dir.parent.is_dir():
             raise AttncliError(f"--png-dir {png_dir}: no such folder {png_dir.parent}")
+    return gold
 
 
 def read_sentences(input_file):
@@ -159,11 +196,15 @@ def inspection_search(loaded, beam):
     return search_config(loaded.search, beam, None, 1)
 
 
-def sentence_views(loaded, translator, lines):
+def sentence_views(loaded, translator, lines, reference=None):
     """`{line number (1-based): SentenceView}` of the non-empty `lines`, each
-    translated by `translator` (one batch) and inspected (`inspect_sentence`)."""
-    from attncli.search.inspection import inspect_sentence
+    translated by `translator` (one batch) and inspected (`inspect_sentence`); with
+    `reference`, the view of that translation of the one line (`inspect_reference`)."""
+    from attncli.search.inspection import inspect_reference, inspect_sentence
 
+    if reference is not None:
+        [line] = lines
+        return {1: inspect_reference(loaded, translator, line, reference)}
     translations = translate_lines(translator, lines)
     return {number: inspect_sentence(loaded, translator, translation)
             for number, translation in enumerate(translations, start=1)
@@ -175,20 +216,22 @@ def _option_error(error):
     return AttncliError(f"--{error}")
 
 
-def shown_matrix(view, attention, layer, head):
+def shown_matrix(view, attention, layer, head, words=False, gold=None):
     """The `Matrix` to show: the chosen attention, block and head of a model with
     self-attention (by default the mean of the last block's cross-attention heads), or
-    a recurrent decoder's attention weights."""
-    from attncli.search.inspection import Matrix, SelectionError
+    a recurrent decoder's attention weights; in words with `words`, with the `gold`
+    links (checked against the words) if given."""
+    from attncli.search.inspection import SelectionError
 
+    if gold is not None:
+        view.check_gold(gold, "--gold")
     try:
         if attention or layer or head or view.model.self_attention_decoder:
-            return view.matrix(attention or "cross", layer, head)
+            return view.matrix(attention or "cross", layer, head, words, gold)
         cross = view.attention("cross")
     except SelectionError as error:
         raise _option_error(error) from None
-    return Matrix(cross.rows, cross.columns, cross.layers[0][0], "attention weights",
-                  cross.row_label, cross.column_label)
+    return view.labelled(cross, cross.layers[0][0], "attention weights", words, gold)
 
 
 def chosen_step(view, attention, layer, head, step):
@@ -206,7 +249,8 @@ def _save_png(shown, path, caption, cell_decimals, option):
     try:
         return save_heatmap_png(shown.columns, shown.rows, shown.weights, path,
                                 title=caption, row_label=shown.row_label,
-                                column_label=shown.column_label, cell_decimals=cell_decimals)
+                                column_label=shown.column_label, cell_decimals=cell_decimals,
+                                links=shown.links, sure=shown.sure, possible=shown.possible)
     except OSError as error:
         raise AttncliError(f"{option} {path}: cannot write it ({error.strerror})") from None
 
@@ -220,13 +264,14 @@ def _console():
 
 def inspect(*, run_path, text, beam, png, step, params, decimals, attention=None,
             layer=None, head=None, input_file=None, png_dir=None, cell_weights=False,
-            html=None):
+            html=None, reference=None, words=False, gold=None):
     """Run `attncli inspect-weights`; returns the process exit code."""
-    _check_options(
+    gold = _check_options(
         text=text, input_file=input_file, beam=beam, png=png, png_dir=png_dir,
         cell_weights=cell_weights, step=step, params=params, decimals=decimals,
-        attention=attention, layer=layer, head=head,
+        attention=attention, layer=layer, head=head, reference=reference, gold=gold,
     )
+    words = words or gold is not None
     if html is not None:
         from attncli.serve.page import check_html_path, write_offline_page
 
@@ -245,8 +290,8 @@ def inspect(*, run_path, text, beam, png, step, params, decimals, attention=None
         # Everything that can be refused is checked before any table is printed.
         search = inspection_search(loaded, beam)
         translator = loaded.translator(search)
-        for number, view in sentence_views(loaded, translator, lines).items():
-            shown[number] = (view, shown_matrix(view, attention, layer, head))
+        for number, view in sentence_views(loaded, translator, lines, reference).items():
+            shown[number] = (view, shown_matrix(view, attention, layer, head, words, gold))
         if step is not None:
             record = chosen_step(shown[1][0], attention, layer, head, step)
         if png is not None:
@@ -258,30 +303,39 @@ def inspect(*, run_path, text, beam, png, step, params, decimals, attention=None
         print_fitted(out, parameter_table(loaded.model, decimals))
     if not lines:
         return 0
-    search_name = "greedy" if search.beam_size == 1 else f"beam {search.beam_size}"
+    search_name = ("the reference, forced" if reference is not None else
+                   "greedy" if search.beam_size == 1 else f"beam {search.beam_size}")
     missing = set()
     for number, (view, matrix) in shown.items():
         text_out = view.hypotheses[view.shown]["text"]
         out.print(f"{view.source}  →  {text_out}", highlight=False, markup=False)
+        if view.reference is not None:
+            out.print(f"reference {view.reference.describe()}", highlight=False,
+                      markup=False)
         print_fitted(out, heatmap_table(
             matrix.columns, matrix.rows, matrix.weights, decimals=decimals,
-            title=f"{matrix.title} ({search_name})", row_label=matrix.row_label,
-            column_label=matrix.column_label,
+            title=f"{matrix.title} ({search_name})" + (matrix.note and f"\n{matrix.note}"),
+            row_label=matrix.row_label,
+            column_label=matrix.column_label, links=matrix.links, sure=matrix.sure,
+            possible=matrix.possible,
         ))
         path, option = (png, "--png") if png is not None else (
             (Path(png_dir) / f"{number:0{len(str(len(lines)))}d}.png", "--png-dir")
             if png_dir is not None else (None, None)
         )
         if path is not None:
-            missing.update(_save_png(
-                matrix, path, f"{view.source} → {text_out}\n{matrix.title}",
-                decimals if cell_weights else None, option,
-            ))
+            caption = f"{view.source} → {text_out}\n{matrix.title}" + (
+                matrix.note and f"\n{matrix.note}")
+            if view.reference is not None:
+                caption += f"\nreference {view.reference.describe()}"
+            missing.update(_save_png(matrix, path, caption,
+                                     decimals if cell_weights else None, option))
             out.print(f"saved {path}", highlight=False, markup=False)
     if missing:
         print(glyph_notice(sorted(missing)), file=sys.stderr)
     if html is not None:
-        write_offline_page(html, shown[1][0], run_name(run_path, directory), search)
+        write_offline_page(html, shown[1][0], run_name(run_path, directory), search,
+                           words=words, gold=gold)
         out.print(f"saved {html}", highlight=False, markup=False)
     if record is not None:
         from attncli.search.inspection import START_LABEL

@@ -6,6 +6,28 @@ for the tokens the search emitted (a recurrent decoder's: the weights the search
 returned; a self-attention side's: `Seq2Seq.attention_maps`, teacher-forced over the
 hypothesis, which gives what the search computed), and `view.step(...)`, the
 `AttentionStep` record of one query of one head (`Seq2Seq.trace`).
+`inspect_reference(loaded, translator, source, reference)` gives the view of a given
+translation instead: forced decoding (`attncli.search.forced`), its every attention
+teacher-forced over the reference's tokens, and the reference's probability.
+
+Words. Each side's words are the space-separated words of its text (the source as
+given, the translation as printed or the reference as given), each made of the tokens
+the tokenizer made of it (`sentence_words`). `view.matrix(..., words=True)` folds a
+matrix of tokens into one of words (Luong et al. 2015 read alignments off attention the
+same way), with `attncli.search.alignments.word_weights`:
+
+    A[j, i] = (1 / |T_j|) * sum_{t in T_j} sum_{s in S_i} W[t, s]
+
+a row word's row is the mean of its pieces' rows, a column word's column the sum of
+its pieces' columns (the decoder's self-attention: its columns are its inputs,
+`<start>` and each word's pieces one position later). Reserved tokens (`[END]`) are in
+no word, so a word row need not sum to 1.
+
+Links. The cross-attention's links are `attncli translate --alignments`' rule over
+these words: target word `j` is linked to `argmax_i A[j, i]` (`word_links`). A matrix
+of tokens marks each link on the cells of its pieces, `T_j x S_i`; a matrix of words on
+its cell, with the gold links of the sentence pair when given (`Gold`, over the same
+words).
 
 `inspect-weights` prints the view, the server sends `view.to_dict()` and `view.step`,
 and the offline page embeds `view.steps()`.
@@ -22,6 +44,10 @@ START_LABEL = "<start>"
 TITLES = {"cross": "cross-attention", "encoder": "encoder self-attention",
           "decoder": "decoder self-attention"}
 
+#: What a matrix of words says of itself, wherever it is shown.
+WORDS_NOTE = ("words: a row word is the mean of its pieces' rows, a column word the sum "
+              "of its pieces' columns")
+
 
 class SelectionError(AttncliError):
     """An attention, layer, head or step the view does not have. The message starts
@@ -30,7 +56,11 @@ class SelectionError(AttncliError):
 
 
 class Matrix(NamedTuple):
-    """One attention matrix with its labels: `weights` `(len(rows), len(columns))`."""
+    """One attention matrix with its labels: `weights` `(len(rows), len(columns))`.
+
+    `links`, `sure` and `possible` are the cells `(row, column)` of the extracted links
+    and of the sure and possible-only gold links (empty when there are none to show);
+    `note` says how a matrix of words was made (`WORDS_NOTE`; "" for tokens)."""
 
     rows: list
     columns: list
@@ -38,6 +68,10 @@ class Matrix(NamedTuple):
     title: str
     row_label: str
     column_label: str
+    links: frozenset = frozenset()
+    sure: frozenset = frozenset()
+    possible: frozenset = frozenset()
+    note: str = ""
 
 
 class AttentionMatrices(NamedTuple):
@@ -58,6 +92,59 @@ class AttentionMatrices(NamedTuple):
         return TITLES[self.attention]
 
 
+class ReferenceScore(NamedTuple):
+    """How probable the model finds a given translation (`attncli.search.forced`):
+    `log_prob` = log P(reference | source), `[END]` included; `perplexity` =
+    exp(-log_prob / tokens); `score` = log_prob / lp, the search's own score."""
+
+    log_prob: float
+    perplexity: float
+    score: float
+
+    def describe(self):
+        """One line that says which figure is which."""
+        return (f"score {self.score:.3f} (log P / lp, the search's score), log P "
+                f"{self.log_prob:.3f}, perplexity {self.perplexity:.3f} per token")
+
+
+def sentence_words(tokenizer, text, tokens):
+    """The space-separated words of `text`, each a `Word` with the positions in
+    `tokens` (the tokens `tokenizer` made of `text`, or a search emitted and `text`
+    detokenized) of its pieces.
+
+    The pieces are found by `attncli.search.alignments.text_words` on the text as the
+    tokenizer normalised it, one word at a time, so that a character the normalisation
+    drops or changes moves no piece to the next word; a word normalised away keeps no
+    position (and gets no link).
+    """
+    import tensorflow as tf
+
+    from attncli.search.alignments import Word, text_words, words
+
+    given = text.split()
+    if not given:
+        return []
+    normalized = [word.decode("utf-8").split()
+                  for word in tokenizer.normalize(tf.constant(given)).numpy().tolist()]
+    found = iter(text_words(" ".join(part for parts in normalized for part in parts),
+                            words(tokens, tokenizer.level)))
+    result = []
+    for word, parts in zip(given, normalized):
+        positions = [position for _ in parts for position in next(found).positions]
+        result.append(Word(word, positions))
+    return result
+
+
+def word_links(weights, target_words):
+    """The links `(i, j)` of word weights `(target words, source words)`: target word
+    `j` (one with pieces) linked to source word `argmax_i weights[j, i]`, the lowest
+    `i` on a tie, as `attncli translate --alignments` links them."""
+    if weights.shape[1] == 0:
+        return []
+    return [(int(np.argmax(row)), j) for j, row in enumerate(weights)
+            if target_words[j].positions]
+
+
 class SentenceView:
     """The attention of one translated sentence; see the module docstring.
 
@@ -67,16 +154,23 @@ class SentenceView:
         shown: the index of the hypothesis whose attention this is.
         attentions: `AttentionMatrices` by name, in the order cross, encoder, decoder
             (the attentions the model has).
+        source_words, target_words: lists of `attncli.search.alignments.Word`, the
+            source's and the shown hypothesis's words (`sentence_words`).
+        reference: a `ReferenceScore` when the hypothesis is a given translation
+            (`inspect_reference`), else None.
     """
 
     def __init__(self, model, source, source_tokens, hypotheses, shown, attentions,
-                 source_ids, target_in_ids):
+                 source_ids, target_in_ids, source_words, target_words, reference=None):
         self.model = model
         self.source = source
         self.source_tokens = list(source_tokens)
         self.hypotheses = hypotheses
         self.shown = shown
         self.attentions = attentions
+        self.source_words = source_words
+        self.target_words = target_words
+        self.reference = reference
         self._ids = (source_ids, target_in_ids)
         self._traces = {}
 
@@ -115,9 +209,36 @@ class SentenceView:
             )
         return heads
 
-    def matrix(self, attention="cross", layer=None, head=None):
+    def word_axes(self, attention):
+        """The words of the rows and of the columns of `attention`'s matrices."""
+        if attention == "encoder":
+            return self.source_words, self.source_words
+        if attention == "decoder":  # its inputs: <start>, then each token but the last
+            from attncli.search.alignments import Word
+
+            count = len(self.tokens)
+            inputs = [Word(word.text, [position + 1 for position in word.positions
+                                       if position + 1 < count])
+                      for word in self.target_words]
+            return self.target_words, [Word(START_LABEL, [0])] + inputs
+        return self.target_words, self.source_words
+
+    def fold(self, attention, weights):
+        """`weights` `(..., rows, columns)` of `attention` over tokens, as words
+        `(..., row words, column words)` (the module's rule)."""
+        from attncli.search.alignments import word_weights
+
+        rows, columns = self.word_axes(attention)
+        weights = np.asarray(weights, "float64")
+        if weights.ndim == 2:
+            return word_weights(weights, columns, rows)
+        return np.stack([self.fold(attention, each) for each in weights])
+
+    def matrix(self, attention="cross", layer=None, head=None, words=False, gold=None):
         """The weights of block `layer` (1-based, None: the last) and `head` (1-based,
-        None: the mean over the heads) as a titled `Matrix`."""
+        None: the mean over the heads) as a titled `Matrix`; with `words`, folded into
+        words. Cross-attention carries its links, and with `words` the `gold` links
+        (an `attncli.alignment.links.Gold`, checked with `check_gold`) if given."""
         matrices = self.attention(attention)
         index = self._layer_index(matrices, layer)
         heads = self._check_head(matrices, index, head)
@@ -126,9 +247,42 @@ class SentenceView:
         shown = f"layer {index + 1} of {len(matrices.layers)}, " + (
             f"head {head} of {heads}" if head is not None else f"mean of {heads} heads"
         )
-        return Matrix(matrices.rows, matrices.columns, weights,
-                      f"{matrices.title} weights ({shown})", matrices.row_label,
-                      matrices.column_label)
+        return self.labelled(matrices, weights, f"{matrices.title} weights ({shown})",
+                             words, gold)
+
+    def labelled(self, matrices, weights, title, words=False, gold=None):
+        """`weights` (tokens) of the `AttentionMatrices` `matrices` as a `Matrix` titled
+        `title`, as `matrix` makes it."""
+        rows, columns = matrices.rows, matrices.columns
+        links = sure = possible = frozenset()
+        if matrices.attention == "cross" or words:
+            folded = self.fold(matrices.attention, weights)
+        if matrices.attention == "cross":
+            found = word_links(folded, self.target_words)
+            if words:
+                links = frozenset((j, i) for i, j in found)
+            else:  # each link on the cells of its pieces
+                links = frozenset(
+                    (t, s) for i, j in found for t in self.target_words[j].positions
+                    for s in self.source_words[i].positions)
+            if words and gold is not None:
+                sure = frozenset((j, i) for i, j in gold.sure)
+                possible = frozenset((j, i) for i, j in gold.possible - gold.sure)
+        if words:
+            row_words, column_words = self.word_axes(matrices.attention)
+            rows = [word.text for word in row_words]
+            columns = [word.text for word in column_words]
+            weights = folded
+        return Matrix(rows, columns, weights, title, matrices.row_label,
+                      matrices.column_label, links, sure, possible,
+                      WORDS_NOTE if words else "")
+
+    def check_gold(self, gold, where="gold"):
+        """Refuse gold links past the words of the source or of the translation shown
+        (`attncli.alignment.links.LinkError`, one line)."""
+        from attncli.alignment.links import check_within
+
+        check_within(gold.possible, len(self.source_words), len(self.target_words), where)
 
     def check_step(self, attention, step):
         """Refuse a `step` beyond the queries of `attention`."""
@@ -175,9 +329,38 @@ class SentenceView:
                         result[f"{name}/{index + 1}/{head}/{step}"] = record.to_dict(width)
         return result
 
-    def to_dict(self):
-        """The view as JSON-safe Python values (see the module docstring)."""
-        return {
+    def words_dict(self, gold=None):
+        """The words view as JSON-safe values: each side's words with the positions of
+        their pieces, every attention folded into words (layer by layer, head by head,
+        as `to_dict`'s `attentions`), and the `gold` links if given (0-based `[i, j]`,
+        `possible` holding the possible links that are not sure)."""
+        def listed(words):
+            return [{"text": word.text, "positions": list(word.positions)}
+                    for word in words]
+
+        result = {
+            "note": WORDS_NOTE,
+            "source": listed(self.source_words),
+            "target": listed(self.target_words),
+            "attentions": [],
+        }
+        for name, matrices in self.attentions.items():
+            rows, columns = self.word_axes(name)
+            result["attentions"].append({
+                "attention": name, "rows": [word.text for word in rows],
+                "columns": [word.text for word in columns],
+                "layers": [{"heads": self.fold(name, weights).tolist()}
+                           for weights in matrices.layers],
+            })
+        if gold is not None:
+            result["gold"] = {"sure": sorted(map(list, gold.sure)),
+                              "possible": sorted(map(list, gold.possible - gold.sure))}
+        return result
+
+    def to_dict(self, words=False, gold=None):
+        """The view as JSON-safe Python values (see the module docstring); with `words`
+        (or `gold`), its words view under `"words"` (`words_dict`)."""
+        result = {
             "source": self.source,
             "source_tokens": list(self.source_tokens),
             "hypotheses": [dict(hypothesis) for hypothesis in self.hypotheses],
@@ -194,16 +377,28 @@ class SentenceView:
                 for name, matrices in self.attentions.items()
             ],
         }
+        if self.reference is not None:
+            result["reference"] = self.reference._asdict()
+        if words or gold is not None:
+            result["words"] = self.words_dict(gold)
+        return result
 
 
-def inspect_sentence(loaded, translator, translation, hypothesis=0):
+def inspect_sentence(loaded, translator, translation, hypothesis=0, maps=None,
+                     reference=None):
     """The `SentenceView` of `translation.hypotheses[hypothesis]`.
 
     Args:
-        loaded: the loaded model (`.model`, `.target_tokenizer`).
+        loaded: the loaded model (`.model`, `.source_tokenizer`, `.target_tokenizer`).
         translator: the `Translator` that translated it (its source ids).
         translation: a `Translation` with attention weights.
         hypothesis: int, which hypothesis to show. Defaults to 0, the best.
+        maps: None, or the model's attentions teacher-forced over that hypothesis's
+            tokens, as `Forced.attentions` holds them (`"cross"`, and `"encoder"` and
+            `"decoder"` if the model has them: lists per layer of `(heads, rows,
+            columns)`), used instead of the search's weights and of running
+            `Seq2Seq.attention_maps` again. Defaults to None.
+        reference: a `ReferenceScore` when the hypothesis is a given translation.
     """
     import tensorflow as tf
 
@@ -218,26 +413,27 @@ def inspect_sentence(loaded, translator, translation, hypothesis=0):
     emitted = [vocabulary.id_of(token) for token in tokens]
     target_in_ids = tf.constant([[START] + emitted[:-1]], tf.int32)
     decoder_inputs = [START_LABEL] + tokens[:-1]
-    maps = {"encoder": [], "decoder": [], "cross": []}
-    if model.self_attention_encoder or model.self_attention_decoder:
-        maps = model.attention_maps(source_ids, target_in_ids)
+    if maps is None:
+        maps = {"encoder": [], "decoder": [], "cross": []}
+        if model.self_attention_encoder or model.self_attention_decoder:
+            computed = model.attention_maps(source_ids, target_in_ids)
+            maps = {name: [np.asarray(weights)[0] for weights in layers]
+                    for name, layers in computed.items()}
+        if not model.self_attention_decoder:  # the weights the search returned
+            maps["cross"] = [np.asarray(chosen.weights)[None]]
     rows = len(tokens)
 
     def layers(name, height, width):
-        return [np.asarray(weights)[0, :, :height, :width] for weights in maps[name]]
+        return [np.asarray(weights)[:, :height, :width] for weights in maps.get(name, [])]
 
-    attentions = {}
-    if model.self_attention_decoder:
-        cross = layers("cross", rows, len(source_tokens))
-    else:  # the weights the search returned, as one layer of one head
-        cross = [np.asarray(chosen.weights)[None, :rows, : len(source_tokens)]]
-    attentions["cross"] = AttentionMatrices("cross", tokens, source_tokens, "output",
-                                            "source", cross)
-    if maps["encoder"]:
+    attentions = {"cross": AttentionMatrices(
+        "cross", tokens, source_tokens, "output", "source",
+        layers("cross", rows, len(source_tokens)))}
+    if maps.get("encoder"):
         attentions["encoder"] = AttentionMatrices(
             "encoder", source_tokens, source_tokens, "source", "source",
             layers("encoder", len(source_tokens), len(source_tokens)))
-    if maps["decoder"]:
+    if maps.get("decoder"):
         attentions["decoder"] = AttentionMatrices(
             "decoder", tokens, decoder_inputs, "output", "decoder input",
             layers("decoder", rows, rows))
@@ -245,5 +441,20 @@ def inspect_sentence(loaded, translator, translation, hypothesis=0):
         {"text": each.text, "tokens": list(each.tokens), "score": float(each.score)}
         for each in translation.hypotheses
     ]
+    source_words = sentence_words(loaded.source_tokenizer, translation.source, source_tokens)
+    target_words = sentence_words(loaded.target_tokenizer, chosen.text, tokens)
     return SentenceView(model, translation.source, source_tokens, hypotheses, hypothesis,
-                        attentions, source_ids, target_in_ids)
+                        attentions, source_ids, target_in_ids, source_words, target_words,
+                        reference)
+
+
+def inspect_reference(loaded, translator, source, reference):
+    """The `SentenceView` of a given translation `reference` of `source`: forced
+    decoding (`attncli.search.forced.force`), every attention teacher-forced over the
+    reference's tokens, and its `ReferenceScore`."""
+    from attncli.search.forced import force, perplexity
+
+    [forced] = force(translator, [source], [reference])
+    score = ReferenceScore(forced.log_prob, perplexity(forced), forced.score)
+    return inspect_sentence(loaded, translator, forced.translation(),
+                            maps=forced.attentions, reference=score)

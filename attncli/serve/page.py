@@ -52,8 +52,9 @@ def page_html(embedded=None):
     Args:
         embedded: None for the page a server serves (it asks `/models`, `/translate`,
             `/inspect` and `/step`), or a dict that makes the page work offline: a
-            `SentenceView.to_dict()` plus `"steps"` (`view.steps(width=8)`), `"model"`
-            (its name) and `"search"` (the settings used). Default: None.
+            `SentenceView.to_dict(words=True)` plus `"steps"` (`view.steps(width=8)`),
+            `"model"` (its name), `"search"` (the settings used) and `"show_words"`
+            (whether it opens on the words view). Default: None.
 
     Returns:
         str: the whole page.
@@ -86,12 +87,13 @@ def check_html_path(path):
     return path
 
 
-def offline_page(view, model, search):
+def offline_page(view, model, search, words=False, gold=None):
     """The page of one sentence that works with no server: `view` (a `SentenceView`)
-    with every step of every attention, layer and head (vectors cut to 8 components),
-    the model's name and the `SearchConfig` used."""
-    data = {**view.to_dict(), "steps": view.steps(width=8), "model": model,
-            "search": search.to_dict()}
+    with its words view (`gold` links in it if given) and every step of every
+    attention, layer and head (vectors cut to 8 components), the model's name and the
+    `SearchConfig` used; `words`: the page opens on the words view."""
+    data = {**view.to_dict(words=True, gold=gold), "steps": view.steps(width=8),
+            "model": model, "search": search.to_dict(), "show_words": bool(words)}
     return page_html(_rounded(data))
 
 
@@ -107,11 +109,11 @@ def _rounded(data, digits=6):
     return data
 
 
-def write_offline_page(path, view, model, search):
+def write_offline_page(path, view, model, search, words=False, gold=None):
     """Write `offline_page(...)` to `path` (checked by `check_html_path`), making its
     folder if it is missing."""
     path = check_html_path(path)
-    page = offline_page(view, model, search)
+    page = offline_page(view, model, search, words, gold)
     try:
         path.parent.mkdir(exist_ok=True)
         path.write_text(page, encoding="utf-8")
