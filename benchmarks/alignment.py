@@ -187,7 +187,7 @@ def given_models(args):
             models[option] = None
             continue
         try:
-            config = read_model_config(model_directory(run))
+            config = read_model_config(model_directory(run))["model"]
         except AttncliError as error:
             raise AttncliError(f"--{option}: {error}") from None
         layers = config.decoder_layers if config.decoder == "self-attention" else 1

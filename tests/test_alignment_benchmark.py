@@ -1,27 +1,34 @@
 """`python -m benchmarks.alignment`: its table on the Hansards gold sentences without any
 model (the diagonal, eflomal's links read from a folder, the published outputs), its
-diagonal rule, and its refusals."""
+diagonal rule, and its refusals; its attncli rows on a stand-in test set, made by
+`attncli align` on the small trained run of `tests/fixtures/run-0.1.0`."""
 
+import gzip
+import json
 import re
+import shutil
 import subprocess
 import sys
 from fractions import Fraction
 from math import floor
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from attncli_process import FIXTURE_RUN, attncli
 from cli_errors import one_line_error
 from shared_data import shared_data
 
-from benchmarks.alignment import diagonal
+from attncli.alignment.links import parse_pharaoh, parse_talp, score_corpus
+from benchmarks.alignment import PUBLISHED, diagonal, given_models
 
 REPO = Path(__file__).resolve().parents[1]
 TRAINING_PAIRS = 400_000
 
 
-def benchmark(*args):
+def benchmark(*args, timeout=120):
     return subprocess.run([sys.executable, "-m", "benchmarks.alignment", *map(str, args)],
-                          cwd=REPO, capture_output=True, text=True, timeout=120)
+                          cwd=REPO, capture_output=True, text=True, timeout=timeout)
 
 
 def table_row(stdout, method):
@@ -133,3 +140,87 @@ def test_eflomal_links_of_another_corpus_are_refused(data, tmp_path):
     (tmp_path / "eflomal.rev").write_text("0-0\n" * 447)
     line = one_line_error(benchmark("--data", data, "--eflomal-dir", tmp_path))
     assert "eflomal.fwd has 447 lines for 400,447 sentence pairs" in line
+
+
+def test_a_transformer_gets_a_row_per_decoder_layer(tmp_path):
+    model = tmp_path / "model"
+    shutil.copytree(FIXTURE_RUN / "model", model)
+    assert given_models(SimpleNamespace(forward=model, reverse=None, guided=None)) == {
+        "forward": (model, [None]), "reverse": None, "guided": None}
+    config = json.loads((model / "config.json").read_text("utf-8"))
+    config["model"].update(decoder="self-attention", decoder_layers=3)
+    (model / "config.json").write_text(json.dumps(config), "utf-8")
+    assert given_models(SimpleNamespace(forward=None, reverse=None, guided=model))[
+        "guided"].layers == [1, 2, 3]
+
+
+# A stand-in for the gold sentences in the fixture run's languages (Spanish -> English,
+# punctuation spaced off), repeated to the test set's 447 lines, with talp gold links.
+STAND_IN = [
+    ("tengo hambre .", "i am hungry .", "1-1 1-2 2-3 3-4"),
+    ("¿ quién es él ?", "who is he ?", "2-1 3-2 4-3 1p4 5-4"),
+    ("tom no está aquí .", "tom is not here .", "1-1 3-2 2-3 4-4 5-5"),
+]
+
+
+@pytest.fixture(scope="module")
+def stand_in(tmp_path_factory):
+    """`(data, eflomal_dir)`: a shared data folder whose hansards-en-fr/ holds the stand-in
+    test set, two training lines and published outputs of one link a line; eflomal's
+    links of the same."""
+    data = tmp_path_factory.mktemp("stand-in")
+    folder = data / "hansards-en-fr"
+    (folder / "reference").mkdir(parents=True)
+    lines = [STAND_IN[number % len(STAND_IN)] for number in range(447)]
+    for index, name in enumerate(("test.en", "test.fr", "test.talp")):
+        (folder / name).write_text("".join(line[index] + "\n" for line in lines), "utf-8")
+    for language in ("en", "fr"):
+        with gzip.open(folder / f"train.{language}.gz", "wt", encoding="utf-8") as train:
+            train.write("un .\nuno .\n")
+    for _, name in PUBLISHED:
+        (folder / "reference" / name).write_text("0-0\n" * 447)
+    eflomal_dir = data / "eflomal"
+    eflomal_dir.mkdir()
+    for name in ("eflomal.fwd", "eflomal.rev"):
+        (eflomal_dir / name).write_text("0-0\n" * (2 + 447))
+    return data, eflomal_dir
+
+
+def figures(text):
+    """`(AER, precision, recall)` of `attncli align --gold`'s line."""
+    match = re.match(r"AER (\S+)  precision (\S+)  recall (\S+)", text)
+    return tuple(map(float, match.groups()))
+
+
+@pytest.mark.slow
+def test_attncli_rows_are_what_attncli_align_prints(stand_in, tmp_path):
+    data, eflomal_dir = stand_in
+    result = benchmark("--data", data, "--eflomal-dir", eflomal_dir,
+                       "--forward", FIXTURE_RUN, "--reverse", FIXTURE_RUN, timeout=900)
+    assert result.returncode == 0, result.stderr
+    methods = [line.split(" | ")[0].strip("| ") for line in result.stdout.splitlines()
+               if line.startswith("| attncli")]
+    assert methods == [
+        "attncli en→fr, raw", "attncli en→fr, shifted",
+        "attncli fr→en, raw", "attncli fr→en, shifted",
+        "attncli intersection, raw", "attncli intersection, shifted",
+        "attncli grow-diag, raw", "attncli grow-diag, shifted",
+        "attncli grow-diag-final-and, raw", "attncli grow-diag-final-and, shifted",
+    ]
+    folder = data / "hansards-en-fr"
+    # A row's command with --gold prints the row's figures: one run alone, and a
+    # symmetrisation the script joined from another run's two directions.
+    for method in ("attncli en→fr, shifted", "attncli grow-diag, shifted"):
+        *row, command = table_row(result.stdout, method)
+        arguments = command.strip("`").replace("$H", str(folder)).split()[2:]
+        printed = attncli("align", *arguments, "--gold", folder / "test.talp", cwd=tmp_path)
+        assert figures(printed.stdout) == tuple(row), method
+    # The reverse row: the reverse model alone, its links flipped.
+    alone = attncli("align", FIXTURE_RUN, "--source", folder / "test.fr",
+                    "--target", folder / "test.en", cwd=tmp_path)
+    links = [{(i, j) for j, i in parse_pharaoh(line)} for line in alone.stdout.splitlines()]
+    golds = [parse_talp(line) for line in (folder / "test.talp").read_text().splitlines()]
+    scores = score_corpus(links, golds)
+    expected = tuple(round(100 * value, 2)
+                     for value in (scores.aer, scores.precision, scores.recall))
+    assert table_row(result.stdout, "attncli fr→en, raw")[:3] == expected
