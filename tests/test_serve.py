@@ -303,6 +303,56 @@ def test_inspect_and_step_give_the_attention_of_the_translation(server, offline)
     assert too_long.status_code == 413 and "--max-output-tokens" in too_long.json()["error"]
 
 
+def test_inspect_and_step_over_a_given_reference_with_its_words_and_gold(server):
+    _, url = server
+    own = post(url, "/inspect", {"text": "tom is here.", "beam": 1}).json()
+    text = own["hypotheses"][0]["text"]
+    # The model's own translation as the reference: the same attention, and its score.
+    given = post(url, "/inspect", {"text": "tom is here.", "reference": text, "words": True})
+    assert given.status_code == 200, given.text
+    given = given.json()
+    assert given["hypotheses"][0]["tokens"] == own["hypotheses"][0]["tokens"]
+    assert given["reference"]["score"] == pytest.approx(own["hypotheses"][0]["score"],
+                                                        abs=1e-4)
+    assert set(given["reference"]) == {"score", "log_prob", "perplexity"}
+    [rows] = given["attentions"][0]["layers"][0]["heads"]
+    [own_rows] = own["attentions"][0]["layers"][0]["heads"]
+    np.testing.assert_allclose(rows, own_rows, atol=1e-5)
+    assert "words" not in own
+    words = given["words"]
+    assert [word["text"] for word in words["source"]] == ["tom", "is", "here."]
+    assert [word["text"] for word in words["target"]] == text.split()
+    assert words["attentions"][0]["rows"] == text.split() and "gold" not in words
+    # A step of the reference walks its row.
+    step = post(url, "/step", {"text": "tom is here.", "reference": text, "step": 1}).json()
+    assert step["weights"] == pytest.approx(rows[0], abs=1e-5)
+    # Gold links come with the words view, 0-based, the possible ones apart.
+    gold = post(url, "/inspect", {"text": "tom is here.", "reference": "a b", "gold": "1-1 3p2"})
+    assert gold.status_code == 200, gold.text
+    assert gold.json()["words"]["gold"] == {"sure": [[0, 0]], "possible": [[2, 1]]}
+    assert gold.json()["hypotheses"][0]["text"] == "a b"
+
+
+@pytest.mark.parametrize("body, status, fragment", [
+    ({"reference": ""}, 422, "reference: it is empty"),
+    ({"reference": 3}, 422, "reference: Input should be a valid string"),
+    ({"reference": "a", "beam": 2}, 422, "beam: a reference is not searched for"),
+    ({"gold": "1-1"}, 422, "gold: gold links join the words of a given translation"),
+    ({"reference": "a", "gold": "1-1", "words": False}, 422, "leave \"words\" out"),
+    ({"reference": "a", "gold": "1-x"}, 422, "gold: '1-x' is not a gold link"),
+    ({"reference": "a", "gold": "1-2"}, 422, "gold: link 0-1 (counted from 0) is past"),
+    ({"words": "yes"}, 422, "words: Input should be a valid boolean"),
+    ({"reference": "a " * 600}, 413, "reference: its 601 tokens (with [END]) are more than 512"),
+])
+def test_bad_references_words_and_gold_are_refused_in_one_line(server, body, status, fragment):
+    _, url = server
+    for path, extra in (("/inspect", {}), ("/step", {"step": 1})):
+        response = post(url, path, {"text": "tom is here.", **body, **extra})
+        assert response.status_code == status, response.text
+        error = response.json()["error"]
+        assert fragment in error and "\n" not in error, error
+
+
 def test_models_by_name_are_listed_with_the_ensemble_first(several):
     url, _ = several
     answer = httpx.get(url + "/models").json()

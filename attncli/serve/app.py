@@ -7,9 +7,12 @@ Endpoints (their schemas at `/docs`, `/openapi.json`):
     GET  /models     each model's name, task, tokenizer levels and decoding defaults
     POST /translate  {"texts": [...], "model"?, "beam"?, "n_best"?, "alpha"?,
                      "alignments"?, "attention"?} -> {"translations": [...]}, in order
-    POST /inspect    {"text", "model"?, "beam"?} -> the sentence's attention view
-    POST /step       {"text", "model"?, "beam"?, "attention", "layer"?, "head"?,
-                     "step"} -> one attention step (vectors cut to 8 components)
+    POST /inspect    {"text", "model"?, "beam"?, "reference"?, "words"?, "gold"?} ->
+                     the sentence's attention view (over `reference` if given, with
+                     its words view if asked, and the gold links in it)
+    POST /step       {"text", "model"?, "beam"?, "reference"?, "attention", "layer"?,
+                     "head"?, "step"} -> one attention step (vectors cut to 8
+                     components)
     GET  /           the attention page: one HTML file, its stylesheet and script inline
 
 A request refused says why in one line, `{"error": "..."}`, with a 4xx status (503 and
@@ -152,17 +155,22 @@ def create_app(registry, limits, token=None, load=None, on_loaded=None):
         return JSONResponse({"translations": output})
 
     async def view_of(body, model, search, step=None):
-        """The attention view of `body.text`, or one of its steps, from the worker."""
+        """The attention view of `body.text` (over `body.reference` if given), or one
+        of its steps, from the worker; `(view or step, gold links or None)`."""
         text = _line(body.text, "text", limits)
         if not text.strip():
             raise RequestError(422, "text: it is empty; give a sentence")
+        reference = _reference(body, limits)
+        gold = _gold(body, reference)
 
         def work():
-            view = model.inspect(text, search)
+            view = model.inspect(text, search, reference)
+            if gold is not None:
+                view.check_gold(gold)
             return view if step is None else view.step(*step).to_dict(width=8)
 
         try:
-            return await batcher.call(work)
+            return await batcher.call(work), gold
         except TextTooLong as error:
             raise _too_long(error, "text", limits) from None
         except AttncliError as error:
@@ -171,13 +179,14 @@ def create_app(registry, limits, token=None, load=None, on_loaded=None):
     @app.post("/inspect", openapi_extra=_body(schemas.InspectRequest),
               responses=_responses(None))
     async def inspect(request: Request):
-        """A sentence's best translation and every attention of the model over it."""
+        """A sentence's best translation, or its given reference, and every attention
+        of the model over it; with `words`, its words view."""
         ready()
         body = schemas.parse(schemas.InspectRequest, await _read_json(request, limits))
         model = registry.get(body.model)
         search = model.search(body.beam)
-        view = await view_of(body, model, search)
-        return JSONResponse({**view.to_dict(), "model": model.name,
+        view, gold = await view_of(body, model, search)
+        return JSONResponse({**view.to_dict(bool(body.words), gold), "model": model.name,
                              "search": search.to_dict()})
 
     @app.post("/step", openapi_extra=_body(schemas.StepRequest), responses=_responses(None))
@@ -188,8 +197,8 @@ def create_app(registry, limits, token=None, load=None, on_loaded=None):
         body = schemas.parse(schemas.StepRequest, await _read_json(request, limits))
         model = registry.get(body.model)
         search = model.search(body.beam)
-        record = await view_of(body, model, search,
-                               (body.attention, body.layer, body.head, body.step))
+        record, _ = await view_of(body, model, search,
+                                  (body.attention, body.layer, body.head, body.step))
         return JSONResponse(record)
 
     page_text = page_html()  # built once: its files do not change while it serves
@@ -211,6 +220,37 @@ async def _submit(batcher, key, texts, positions, limits):
         return await batcher.submit(key, texts)
     except TextTooLong as error:
         raise _too_long(error, f"texts[{positions[error.position]}]", limits) from None
+
+
+def _reference(body, limits):
+    """The request's `reference` (None without one), checked as `text` is."""
+    if body.reference is None:
+        return None
+    reference = _line(body.reference, "reference", limits)
+    if not reference.strip():
+        raise RequestError(422, "reference: it is empty; give a translation, or leave the "
+                           "field out")
+    if body.beam is not None:
+        raise RequestError(422, "beam: a reference is not searched for; leave beam out")
+    return reference
+
+
+def _gold(body, reference):
+    """The request's gold links (`Gold`, None without them), read from the talp line."""
+    from attncli.alignment.links import LinkError, parse_talp
+
+    if body.gold is None:
+        return None
+    if reference is None:
+        raise RequestError(422, "gold: gold links join the words of a given translation; "
+                           "add \"reference\"")
+    if body.words is False:
+        raise RequestError(422, "gold: gold links are shown on the words view; leave "
+                           "\"words\" out or set it true")
+    try:
+        return parse_talp(body.gold, where="gold")
+    except LinkError as error:
+        raise RequestError(422, str(error)) from None
 
 
 def _too_long(error, where, limits):

@@ -253,14 +253,16 @@ class ServedModel:
             temperature=None if decoding.sampling is None else decoding.sampling.temperature,
         )
 
-    def inspect(self, text, search):
-        """The `SentenceView` of `text`'s best translation (kept for `step`).
+    def inspect(self, text, search, reference=None):
+        """The `SentenceView` of `text`'s best translation, or of its given translation
+        `reference` (forced decoding, `inspect_reference`), kept for `step`.
 
         Raises:
-            RequestError: 422 for an ensemble.
+            RequestError: 422 for an ensemble; 413 for a reference of more than
+                `max_output_tokens` tokens.
             TextTooLong: when `text` may translate into more than `max_output_tokens`.
         """
-        from attncli.search.inspection import inspect_sentence
+        from attncli.search.inspection import inspect_reference, inspect_sentence
 
         if self.members > 1:
             raise RequestError(
@@ -268,20 +270,40 @@ class ServedModel:
                 "its attention is the mean of its members', which has no single step to "
                 "inspect; serve one run to inspect it"
             )
-        key = (text, search)
+        key = (text, search, reference)
         if key in self._views:  # a view kept is within the limits: not measured again
             self._views.move_to_end(key)
             return self._views[key]
         [measured] = self.measure(search, [[text]])
         if isinstance(measured, TextTooLong):
             raise measured
-        translator = self.translator(search, True)
-        [translation] = translator.translate([text], alpha=decoding_of(search).search.alpha)
-        view = inspect_sentence(self.loaded, translator, translation)
+        if reference is not None:
+            self._check_reference(reference)
+            view = inspect_reference(self.loaded, self.translator(search, False), text,
+                                     reference)
+        else:
+            translator = self.translator(search, True)
+            [translation] = translator.translate([text],
+                                                 alpha=decoding_of(search).search.alpha)
+            view = inspect_sentence(self.loaded, translator, translation)
         self._views[key] = view
         if len(self._views) > KEPT_VIEWS:
             self._views.popitem(last=False)
         return view
+
+
+    def _check_reference(self, reference):
+        """Refuse a reference whose tokens and `[END]` pass `max_output_tokens` (413),
+        the most a search may emit."""
+        import tensorflow as tf
+
+        tokens = int(self.loaded.target_tokenizer.tokenize(
+            tf.constant([reference])).row_lengths()[0]) + 1
+        if tokens > self.limits.max_output_tokens:
+            raise RequestError(
+                413, f"reference: its {tokens} tokens (with [END]) are more than "
+                f"{self.limits.max_output_tokens} (--max-output-tokens); shorten it"
+            )
 
 
 class Registry:

@@ -51,6 +51,16 @@ class InspectRequest(Strict):
     text: str = Field(description="One sentence.")
     model: str | None = MODEL_NAME
     beam: int | None = BEAM
+    reference: str | None = Field(None, description="A translation of the text to look at "
+                                  "instead of the model's own (forced decoding; nothing is "
+                                  "searched, so no beam); its score is under `reference`.")
+    words: bool | None = Field(None, description="Add the words view under `words`: every "
+                               "attention folded into the texts' space-separated words (a "
+                               "row word is the mean of its pieces' rows, a column word "
+                               "the sum of its pieces' columns).")
+    gold: str | None = Field(None, description="The gold links of text and reference, in "
+                             "the talp format (1-based `i-j` sure, `ipj` possible; i a "
+                             "source word); added to the words view.")
 
 
 class StepRequest(InspectRequest):
