@@ -144,6 +144,10 @@ def test_case_folding_keeps_the_words_but_an_unknown_word_does_not():
     unknown = forced("The Cat", ["the", "[UNK]"], "Le chat", ["le", "chat", "[END]"], layers)
     with pytest.raises(FoldingError, match="source's word 'Cat'"):
         word_attention(unknown, ("subword", "subword"))
+    # Case folding that adds a character ("İ": "i" and a combining dot) past the end.
+    longer = forced("Le İ", ["le", "i\u0307"], "Le chat", ["le", "chat", "[END]"], layers)
+    with pytest.raises(FoldingError, match="source's word 'İ'"):
+        word_attention(longer, ("word", "word"))
 
 
 @pytest.mark.parametrize("choice, message", [

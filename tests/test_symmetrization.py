@@ -1,5 +1,5 @@
 """Symmetrisation against the published algorithm (Koehn, Och & Marcu 2003; Koehn's
-"Statistical Machine Translation", 4.5.3), on hand cases worked out on paper.
+"Statistical Machine Translation", chapter 4), on hand cases worked out on paper.
 
 Each expected set below was written by walking the book's pseudo-code by hand: start from
 the intersection; grow by neighbours (sides, then diagonals) in the union that cover a new

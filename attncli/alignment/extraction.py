@@ -9,8 +9,8 @@ over the sentences' space-separated words as given.
    `head` (1-based; by default the mean of the heads; a recurrent decoder has one):
    `W` `(target tokens, source tokens)`, row t the attention of the step that emitted
    target token t. Luong et al. 2015 read alignments off it this way; Garg et al. 2019
-   ("Jointly learning to align and translate with Transformer models") found one head of
-   the penultimate Transformer block aligns best.
+   ("Jointly learning to align and translate with Transformer models") found the
+   penultimate Transformer block's attention closest to word alignments.
 2. **The shift** (Chen et al. 2020, "Accurate word alignment induction from neural
    machine translation", shift-att): the step that emits token t has not read it yet;
    the step whose decoder *input* is token t has. With `shift`, token t's row is row
@@ -28,7 +28,7 @@ over the sentences' space-separated words as given.
    `[END]` row and a source's end token are left out.
 4. **Extraction** (`EXTRACTIONS`, chosen by an `Extraction`): `argmax` links each target
    word to its best source word (`argmax_i A[j, i]`, the lowest `i` on a tie): one link
-   per target word, as Luong et al. 2015 and Chen et al. 2020 do; `threshold` links every
+   per target word, as Luong et al. 2015 do; `threshold` links every
    source word with `A[j, i] >= threshold`: none, one or several per target word.
 """
 
@@ -116,8 +116,8 @@ def token_weights(forced, choice):
 def spelt_words(text, token_words, side):
     """`text_words(text, token_words)`, after checking that the token words spell the
     text's words: each token word falls inside one of them and together they cover
-    every character (the tokenizer may change characters, as case folding does, but not
-    drop or add any, nor read a word as `[UNK]`).
+    every character (the tokenizer may change characters, as case folding mostly does,
+    but not drop or add any, nor read a word as `[UNK]`).
 
     Raises:
         FoldingError: naming `side` and the first word not spelt.
@@ -129,19 +129,23 @@ def spelt_words(text, token_words, side):
     for word in token_words:
         end += len(word.text)
         ends.add(end)
-    end = 0
+    total, end, unspelt = end, 0, None
     for word in given:
         end += len(word)
         if end not in ends:
-            spelt = " ".join(token_word.text for token_word in token_words)
-            raise FoldingError(
-                f"the model reads the {side}'s word {shown(word, 40)} differently (its "
-                f"words: {shown(spelt, 120)}): its tokenizer drops characters or reads a "
-                "word as [UNK], so its attention cannot be folded into the words given; "
-                "write the text as the model's training data was written"
-            )
-    if end != sum(len(word.text) for word in token_words):
-        raise FoldingError(f"the model's words of the {side} spell more than the text given")
+            unspelt = word
+            break
+    else:
+        if end != total:  # characters past the last word's end: the last word's
+            unspelt = given[-1] if given else text
+    if unspelt is not None:
+        spelt = " ".join(token_word.text for token_word in token_words)
+        raise FoldingError(
+            f"the model reads the {side}'s word {shown(unspelt, 40)} differently (its "
+            f"words: {shown(spelt, 120)}): its tokenizer drops or adds characters or reads "
+            "a word as [UNK], so its attention cannot be folded into the words given; "
+            "write the text as the model's training data was written"
+        )
     return text_words(text, token_words)
 
 

@@ -1,12 +1,13 @@
 """Symmetrisation: one alignment made of a forward and a reverse one.
 
 Each direction of an aligner links every word of its target side to (at most) one word of
-its source side, so neither alone can link one word to several. Koehn, Och & Marcu 2003
-("Statistical phrase-based translation") join the alignment of a source->target model
-(`forward`) and of a target->source model (`reverse`, already flipped so that its links
-too read `(i, j)`, source word `i`, target word `j`) by starting from the links both agree
-on and adding links only one of them has. The methods, as Koehn's "Statistical Machine
-Translation" (2010, section 4.5.3) states the algorithm and Moses's `symal` names them:
+its source side, so neither alone can give a word of its target side two words. Koehn,
+Och & Marcu 2003 ("Statistical phrase-based translation") join the alignment of a
+source->target model (`forward`) and of a target->source model (`reverse`, already
+flipped so that its links too read `(i, j)`, source word `i`, target word `j`) by
+starting from the links both agree on and adding links only one of them has. The methods,
+as Koehn's "Statistical Machine Translation" (2010, chapter 4) states the algorithm and
+Moses's `symal` names them:
 
 - `intersection`: `forward ∩ reverse` (high precision).
 - `union`: `forward ∪ reverse` (high recall).
