@@ -6,7 +6,7 @@ from typing import Literal
 import pytest
 import yaml
 
-from attncli.config.data import DataConfig, SideConfig
+from attncli.config.data import DataConfig, SideConfig, data_paths
 from attncli.config.model import ModelConfig, ModelSettings
 from attncli.config.run import run_config_from_mapping
 from attncli.config.schema import (
@@ -18,6 +18,7 @@ from attncli.config.schema import (
     to_mapping,
 )
 from attncli.config.training import LoopConfig
+from attncli.errors import DataError
 
 
 @dataclasses.dataclass
@@ -232,3 +233,68 @@ def test_the_model_section_is_typed_and_sized_by_the_vocabularies():
         config.model.sized(3, 12)
     with pytest.raises(ConfigError, match="model: heads must divide embedding_dim"):
         run_config_from_mapping({"model": {"encoder": "self-attention", "heads": 5}})
+
+
+def guided(alignments="links.txt", **settings):
+    """A run mapping with guided alignment training on a tsv file."""
+    mapping = {"data": {"format": "tsv", "train": "pairs.tsv", "alignments": alignments},
+               "training": {"guided_alignment": {"weight": 0.5}}}
+    for path, value in settings.items():
+        section, key = path.split("__")
+        if section == "guided":
+            mapping["training"]["guided_alignment"][key] = value
+        else:
+            mapping.setdefault(section, {})[key] = value
+    return mapping
+
+
+def test_guided_alignment_resolves_garg_et_al_s_default_head():
+    config = run_config_from_mapping(guided())
+    assert config.training.guided_alignment.weight == 0.5
+    assert config.training.guided_alignment.supervised(config.model) == (1, 1)
+    transformer = run_config_from_mapping(guided(
+        model__decoder="self-attention", model__decoder_layers=6, model__heads=8))
+    assert transformer.training.guided_alignment.supervised(transformer.model) == (5, 1)
+    chosen = run_config_from_mapping(guided(
+        model__decoder="self-attention", model__decoder_layers=2, model__heads=4,
+        guided__layer=2, guided__head=4))
+    assert chosen.training.guided_alignment.supervised(chosen.model) == (2, 4)
+
+
+@pytest.mark.parametrize(("mapping", "message"), [
+    (guided(guided__weight=0), "training.guided_alignment: weight must be positive"),
+    (guided(guided__head=0), "training.guided_alignment: head counts from 1"),
+    ({"training": {"guided_alignment": {"layer": 1}}},
+     "training.guided_alignment.weight: required key is missing"),
+    (guided(guided__layer=2), "training.guided_alignment.layer: the luong decoder has one "
+                              "attention: leave layer null. Received: layer=2"),
+    (guided(model__decoder="self-attention", model__decoder_layers=2, guided__layer=3),
+     "training.guided_alignment.layer: the decoder has 2 blocks. Received: layer=3"),
+    (guided(model__decoder="self-attention", guided__head=5),
+     "training.guided_alignment.head: the cross-attention has 4 heads. Received: head=5"),
+    (guided(model__decoder="self-attention", model__attention_dropout=0.1),
+     "guided_alignment supervises the attention weights, which model.attention_dropout"),
+    (guided(alignments=None), "training.guided_alignment trains on the word alignments of "
+                              "data.alignments: give both or neither"),
+    ({"data": {"format": "tsv", "train": "pairs.tsv", "alignments": "links.txt"}},
+     "give both or neither"),
+    (guided(data__format="pronunciations"),
+     "data: alignments are read beside a parallel or tsv training file"),
+    (guided(training__distribute="mirrored"),
+     "training: guided_alignment trains on one device: set distribute: none"),
+])
+def test_guided_alignment_refusals_name_the_key(mapping, message):
+    with pytest.raises(ConfigError) as error:
+        run_config_from_mapping(mapping)
+    assert message in str(error.value)
+    assert "\n" not in str(error.value)
+
+
+def test_a_missing_alignments_file_is_named(tmp_path):
+    (tmp_path / "pairs.tsv").write_text("a\tb\n")
+    config = run_config_from_mapping(guided())
+    with pytest.raises(DataError, match=r"^data\.alignments: no such file .*links\.txt; check "
+                                        "the path or pass --data-dir$"):
+        data_paths(config.data, tmp_path)
+    (tmp_path / "links.txt").write_text("0-0\n")
+    assert data_paths(config.data, tmp_path)["alignments"] == tmp_path / "links.txt"
