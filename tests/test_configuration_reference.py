@@ -16,13 +16,19 @@ def test_the_reference_is_up_to_date():
 
 
 def keys(cls, path=""):
-    """Every configurable key below `cls`, from the dataclass fields themselves."""
+    """Every configurable key below `cls`, from the dataclass fields themselves: a
+    section that may be null (`training.guided_alignment`) is a key and a section, and
+    a key of a section without a default (its `weight`) is required, so listed too."""
     hints = typing.get_type_hints(cls)
     for field in dataclasses.fields(cls):
         annotation = hints[field.name]
+        options = [option for option in typing.get_args(annotation) if option is not type(None)]
         if dataclasses.is_dataclass(annotation):
             yield from keys(annotation, f"{path}{field.name}.")
-        elif field.default is not dataclasses.MISSING or \
+            continue
+        if len(options) == 1 and dataclasses.is_dataclass(options[0]):
+            yield from keys(options[0], f"{path}{field.name}.")
+        if path or field.default is not dataclasses.MISSING or \
                 field.default_factory is not dataclasses.MISSING:
             yield f"{path}{field.name}"
 
