@@ -354,3 +354,96 @@ def test_long_sentences_scroll_and_keep_their_labels(tab, tmp_path):
     assert label["x"] >= 0 and label["x"] < 40
     column = tab.locator('.column-label[data-column="0"]').bounding_box()
     assert column["height"] > column["width"]  # rotated, not squeezed
+
+
+# ---- a given reference, its words and links --------------------------------------------
+
+REFERENCE = "i am hungry ."
+GOLD = "1-1 1p2 2-3 3-4"  # tengo-i, tengo-am (possible), hambre-hungry, .-.
+READ_MARKS = """() => {
+  const grid = document.querySelector("[data-heatmap]");
+  const cells = (selector) => [...grid.querySelectorAll(selector)].map(
+    (cell) => [Number(cell.dataset.row), Number(cell.dataset.column)]);
+  return {words: grid.dataset.words, links: cells(".cell[data-link]"),
+          sure: cells('.cell[data-gold="sure"]'), possible: cells('.cell[data-gold="possible"]')};
+}"""
+
+
+def expected_links(data, words):
+    """The cells of the links of the embedded or served view, worked out here: each
+    target word linked to its source word of largest word weight (the mean of the
+    heads of the last layer), on its cell (`words`) or on its pieces' cells."""
+    entry = data["words"]["attentions"][0]
+    weights = np.mean(entry["layers"][-1]["heads"], axis=0)
+    source, target = data["words"]["source"], data["words"]["target"]
+    cells = set()
+    for j, row in enumerate(weights):
+        i = int(np.argmax(row))
+        if words:
+            cells.add((j, i))
+        else:
+            cells.update((t, s) for t in target[j]["positions"] for s in source[i]["positions"])
+    return cells
+
+
+def check_words_and_links(page, data):
+    """The words view with its links and gold, then the token view with its links."""
+    shown = page.evaluate(READ_HEATMAP)
+    assert shown["rows"] == REFERENCE.split() and shown["columns"] == SENTENCE.split()
+    marks = page.evaluate(READ_MARKS)
+    assert marks["words"] == "true"
+    assert {tuple(cell) for cell in marks["links"]} == expected_links(data, True)
+    assert sorted(map(tuple, marks["sure"])) == [(0, 0), (2, 1), (3, 2)]
+    assert [tuple(cell) for cell in marks["possible"]] == [(1, 0)]
+    assert "mean of its pieces' rows" in page.inner_text("#hint")
+    assert "sure gold link" in page.inner_text("#marks")
+    page.click("#words")
+    shown = page.evaluate(READ_HEATMAP)
+    assert shown["rows"] == data["hypotheses"][0]["tokens"]
+    marks = page.evaluate(READ_MARKS)
+    assert marks["words"] == "false" and not marks["sure"] and not marks["possible"]
+    assert {tuple(cell) for cell in marks["links"]} == expected_links(data, False)
+    np.testing.assert_allclose(walk_step(page, 1), shown["weights"][0], atol=1e-6)
+
+
+@pytest.mark.slow
+def test_the_offline_file_of_a_reference_shows_its_words_links_and_gold(
+        tab, trained, tmp_path):  # noqa: F811
+    page_file = tmp_path / "reference.html"
+    in_process("inspect-weights", trained, "--text", SENTENCE, "--reference", REFERENCE,
+               "--gold", GOLD, "--html", page_file)
+    [data] = [json.loads(text) for attributes, text in scripts_of(page_file.read_text("utf-8"))
+              if attributes.get("id") == "attncli-data"]
+    tab.goto(page_file.resolve().as_uri())
+    tab.wait_for_selector("[data-heatmap]")
+    assert data["reference"]["score"] == data["hypotheses"][0]["score"]
+    assert f"score {data['reference']['score']:.3f} (log P / lp" in tab.inner_text(
+        "#reference-score")
+    check_words_and_links(tab, data)
+
+
+@pytest.mark.slow
+def test_the_served_page_shows_the_attention_over_a_reference_with_words_and_gold(
+        tab, server):
+    tab.goto(f"{server}/")
+    tab.wait_for_selector("#model option", state="attached")
+    tab.fill("#texts", SENTENCE)
+    # A gold line without its reference is refused on the page, in one line.
+    tab.fill("#golds", GOLD)
+    tab.click("#submit")
+    tab.wait_for_selector("#error:not([hidden])")
+    assert "give its reference translation too" in tab.inner_text("#error")
+    tab.fill("#references", REFERENCE)
+    with tab.expect_response("**/inspect") as answer:
+        tab.click("#submit")
+    data = answer.value.json()
+    assert json.loads(answer.value.request.post_data) == {
+        "text": SENTENCE, "model": "run", "words": True, "reference": REFERENCE, "gold": GOLD}
+    tab.wait_for_selector("[data-heatmap]")
+    assert tab.is_hidden("#error")
+    assert tab.inner_text(".result .given") == f"reference: {REFERENCE}"
+    check_words_and_links(tab, data)
+    # The sentence's own translation, from its other button: no reference, no gold.
+    tab.locator(".result .inspect").nth(1).click()
+    tab.wait_for_function("!document.querySelector('#reference-score')")
+    assert not tab.evaluate(READ_MARKS)["sure"]

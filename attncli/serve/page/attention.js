@@ -1,10 +1,17 @@
 // The attention page of `attncli serve` and of `inspect-weights --html`.
 //
 // With a server: the form posts to /translate (translations, n-best, scores), /inspect
-// (one sentence's attention view) and /step (one query walked through the attention).
-// Offline: the view and every step are embedded in <script id="attncli-data">, and no
-// request is made. The JSON shapes are those of attncli.search.inspection's
-// SentenceView.to_dict() and attncli.model.trace's AttentionStep.to_dict().
+// (one sentence's attention view, over a given reference if there is one, with its words
+// view and gold links) and /step (one query walked through the attention). Offline: the
+// view and every step are embedded in <script id="attncli-data">, and no request is made.
+// The JSON shapes are those of attncli.search.inspection's SentenceView.to_dict() and
+// attncli.model.trace's AttentionStep.to_dict().
+//
+// The words view shows view.words' matrices, folded by the server (a row word is the mean
+// of its pieces' rows, a column word the sum of its pieces' columns). The cross-attention's
+// links are the argmax of each target word's row of those word weights, as `attncli
+// translate --alignments` links them: on a word's cell in the words view, on the cells of
+// both words' pieces in the token view. Gold links are marked in the words view.
 "use strict";
 
 (function () {
@@ -28,6 +35,7 @@
     layer: 1, // 1-based
     head: null, // 1-based, or null: the mean of the heads
     step: null, // the walked row, 1-based
+    words: false, // the words view is shown
   };
   // The latest request of each kind: an older answer that arrives later is dropped.
   const latest = { translate: 0, inspect: 0, step: 0 };
@@ -135,6 +143,46 @@
     return view.attentions.find((entry) => entry.attention === attention);
   }
 
+  // The words view's matrices of `attention`, labelled as the token view's are.
+  function wordEntryOf(view, attention) {
+    const entry = entryOf(view, attention);
+    const words = view.words.attentions.find((item) => item.attention === attention);
+    return { ...entry, rows: words.rows, columns: words.columns, layers: words.layers };
+  }
+
+  function shownEntry() {
+    return state.words ? wordEntryOf(state.view, state.attention)
+      : entryOf(state.view, state.attention);
+  }
+
+  // The cells to mark, as "row,column" strings: the links (cross-attention only), and
+  // in the words view the sure and possible gold links.
+  function marksOf(view) {
+    const marks = { links: new Set(), sure: new Set(), possible: new Set() };
+    if (!view.words || state.attention !== "cross") return marks;
+    const source = view.words.source;
+    const target = view.words.target;
+    const weights = shownWeights(wordEntryOf(view, "cross"));
+    if (source.length === 0) return marks;
+    weights.forEach((row, j) => {
+      if (target[j].positions.length === 0) return;
+      // The first largest: the lowest source word on a tie, as the server links them.
+      const i = row.reduce((best, weight, k) => (weight > row[best] ? k : best), 0);
+      if (state.words) {
+        marks.links.add(`${j},${i}`);
+      } else {
+        for (const t of target[j].positions) {
+          for (const s of source[i].positions) marks.links.add(`${t},${s}`);
+        }
+      }
+    });
+    if (state.words && view.words.gold) {
+      for (const [i, j] of view.words.gold.sure) marks.sure.add(`${j},${i}`);
+      for (const [i, j] of view.words.gold.possible) marks.possible.add(`${j},${i}`);
+    }
+    return marks;
+  }
+
   // The weights shown: one head's rows × columns, or the mean over the heads.
   function shownWeights(entry) {
     const heads = entry.layers[state.layer - 1].heads;
@@ -166,12 +214,17 @@
     byId("head-choice").hidden = heads < 2;
   }
 
-  function describe(entry, i, j, weight) {
-    return `${entry.row_label} ${i + 1} ${quoted(entry.rows[i])} → ` +
-      `${entry.column_label} ${j + 1} ${quoted(entry.columns[j])}: weight ${fixed(weight)}`;
+  // "output 1 ‘I’ → source 1 ‘Tengo’: weight 0.707, link" ("output word 1 ..." in words).
+  function describe(entry, i, j, weight, marked) {
+    const unit = state.words ? " word" : "";
+    return `${entry.row_label}${unit} ${i + 1} ${quoted(entry.rows[i])} → ` +
+      `${entry.column_label}${unit} ${j + 1} ${quoted(entry.columns[j])}: ` +
+      `weight ${fixed(weight)}` + marked.map((name) => `, ${name}`).join("");
   }
 
-  function heatmap(entry, weights) {
+  const MARK_NAMES = { links: "link", sure: "sure gold link", possible: "possible gold link" };
+
+  function heatmap(entry, weights, marks) {
     const rows = entry.rows.length;
     const columns = entry.columns.length;
     // The darkest blue is the largest weight shown (the legend says which).
@@ -189,6 +242,7 @@
       "data-rows": rows,
       "data-columns": columns,
       "data-largest": largest,
+      "data-words": state.words ? "true" : "false",
     });
     grid.style.gridTemplateColumns = `auto repeat(${columns}, var(--cell))`;
     const header = element("div", { className: "heatmap-row", role: "row" },
@@ -204,23 +258,33 @@
     grid.append(header);
     weights.forEach((row, i) => {
       const line = element("div", { className: "heatmap-row", role: "row", "data-row": i });
+      const label = [element("span", { className: "index", text: String(i + 1) }),
+        element("span", { className: "token", text: entry.rows[i] })];
+      // A word has no step of its own: only a token's row is walked.
       line.append(element("div", { className: "row-head", role: "rowheader" },
-        element("button", {
-          type: "button", className: "row-label", "data-row": i,
-          "aria-pressed": state.step === i + 1 ? "true" : "false",
-          title: `walk step ${i + 1}: ${entry.row_label} token ${entry.rows[i]}`,
-          onclick: () => walk(i + 1),
-        }, element("span", { className: "index", text: String(i + 1) }),
-        element("span", { className: "token", text: entry.rows[i] }))));
+        state.words ? element("span", { className: "row-label", "data-row": i }, ...label)
+          : element("button", {
+            type: "button", className: "row-label", "data-row": i,
+            "aria-pressed": state.step === i + 1 ? "true" : "false",
+            title: `walk step ${i + 1}: ${entry.row_label} token ${entry.rows[i]}`,
+            onclick: () => walk(i + 1),
+          }, ...label)));
       row.forEach((weight, j) => {
-        const label = describe(entry, i, j, weight);
+        const kinds = Object.keys(MARK_NAMES).filter((kind) => marks[kind].has(`${i},${j}`));
+        const text = describe(entry, i, j, weight, kinds.map((kind) => MARK_NAMES[kind]));
         const cell = element("div", {
           className: "cell", role: "gridcell", tabindex: i === 0 && j === 0 ? 0 : -1,
-          title: label, "aria-label": label, "data-row": i, "data-column": j,
+          title: text, "aria-label": text, "data-row": i, "data-column": j,
           "data-weight": weight,
+          "data-link": kinds.includes("links") ? "true" : null,
+          "data-gold": kinds.includes("sure") ? "sure" : kinds.includes("possible")
+            ? "possible" : null,
         }, element("span", { text: fixed(weight, 2).replace(/^0(?=\.)/, "") }));
         cell.style.background = colour(weight / largest);
         if (weight / largest > 0.5) cell.classList.add("dark");
+        if (kinds.includes("links")) cell.classList.add("link");
+        if (kinds.includes("sure")) cell.classList.add("gold-sure");
+        if (kinds.includes("possible")) cell.classList.add("gold-possible");
         line.append(cell);
       });
       grid.append(line);
@@ -252,7 +316,7 @@
     };
     if (event.key === "Enter" || event.key === " ") {
       event.preventDefault();
-      walk(i + 1);
+      if (!state.words) walk(i + 1);
       return;
     }
     if (event.key === "Home") j = 0;
@@ -268,9 +332,34 @@
     next.focus();
   }
 
+  // What the marks and the rows mean, under the choices.
+  function showMarks(marks) {
+    const parts = [];
+    const swatch = (kind) => element("span", { className: `swatch ${kind}`, "aria-hidden": "true" });
+    if (marks.links.size) {
+      parts.push(element("span", {}, swatch("link"), " link: each target word's largest " +
+        "word weight"));
+    }
+    if (marks.sure.size) parts.push(element("span", {}, swatch("gold-sure"), " sure gold link"));
+    if (marks.possible.size) {
+      parts.push(element("span", {}, swatch("gold-possible"), " possible gold link"));
+    }
+    if (!state.words && state.view.words && state.view.words.gold) {
+      parts.push(element("span", { text: "(the gold links show in the words view)" }));
+    }
+    byId("marks").replaceChildren(...parts);
+    byId("marks").hidden = parts.length === 0;
+    byId("hint").textContent = state.words
+      ? `${state.view.words.note.replace(/^./, (first) => first.toUpperCase())}. Hover ` +
+        "or focus a cell for its weight; turn words off to walk a token's step."
+      : "Hover or focus a cell for its weight; choose a row's token to walk that step.";
+  }
+
   function showHeatmap() {
-    const entry = entryOf(state.view, state.attention);
-    const grid = heatmap(entry, shownWeights(entry));
+    const entry = shownEntry();
+    const marks = marksOf(state.view);
+    const grid = heatmap(entry, shownWeights(entry), marks);
+    showMarks(marks);
     grid.addEventListener("mouseover", (event) => highlight(grid, event.target.closest(".cell")));
     grid.addEventListener("focusin", (event) => highlight(grid, event.target.closest(".cell")));
     grid.addEventListener("keydown", onGridKey);
@@ -280,9 +369,19 @@
     byId("cell-info").textContent = "\u00a0";
   }
 
-  function showView(view, request) {
+  // "reference · score −0.89 (log P / lp, the search's score) · log P −4.12 · ..."
+  function referenceText(reference) {
+    return `given reference · score ${fixed(reference.score)} (log P / lp, the search's ` +
+      `score) · log P ${fixed(reference.log_prob)} · perplexity ` +
+      `${fixed(reference.perplexity)} per token`;
+  }
+
+  function showView(view, request, words) {
     state.view = view;
     state.request = request;
+    state.words = Boolean(view.words) && words;
+    byId("words").checked = state.words;
+    byId("words").disabled = !view.words;
     state.attention = entryOf(view, "cross") ? "cross" : view.attentions[0].attention;
     const entry = entryOf(view, state.attention);
     state.layer = entry.layers.length; // the last block, as inspect-weights shows it
@@ -293,6 +392,8 @@
       element("span", { className: "source", text: view.source }),
       element("span", { className: "arrow", text: " → " }),
       element("span", { className: "output", text: hypothesis.text }),
+      view.reference ? element("span", { className: "reference", id: "reference-score",
+        text: referenceText(view.reference) }) : null,
     );
     byId("attention").hidden = false;
     byId("walk").hidden = true;
@@ -458,15 +559,22 @@
     return item.hypotheses || item.n_best || [item];
   }
 
-  function showTranslations(texts, translations, inspect) {
+  // `given[n]`: sentence n's {reference, gold}, or {} (the offline page: none).
+  function showTranslations(texts, translations, inspect, given = []) {
     const list = byId("translations");
     list.replaceChildren(...translations.map((item, n) => {
       const hypotheses = hypothesesOf(item);
+      const reference = (given[n] || {}).reference;
       const button = element("button", {
         type: "button", className: "inspect", text: "Attention",
-        "aria-label": `show the attention of sentence ${n + 1}`,
-        onclick: () => inspect(texts[n], button),
+        "aria-label": `show the attention of sentence ${n + 1}'s translation`,
+        onclick: () => inspect(texts[n], button, {}),
       });
+      const over = reference ? element("button", {
+        type: "button", className: "inspect", text: "Attention over the reference",
+        "aria-label": `show the attention over sentence ${n + 1}'s reference`,
+        onclick: () => inspect(texts[n], over, given[n]),
+      }) : null;
       return element("li", { className: "result" },
         element("p", { className: "source", text: texts[n] }),
         element("ol", { className: "nbest" }, ...hypotheses.map((hypothesis, k) =>
@@ -476,15 +584,22 @@
             hypothesis.score === undefined ? null
               : element("span", { className: "score", title: "the search's score",
                 text: fixed(hypothesis.score) })))),
-        inspect ? button : null);
+        reference ? element("p", { className: "given", text: `reference: ${reference}` }) : null,
+        inspect ? element("div", { className: "buttons" }, over, button) : null);
     }));
     byId("results").hidden = false;
   }
 
-  // "model default · beam 5 · alpha 0.6 · length ≤ 2 × source + 10"
-  function settingsText(model, search) {
+  // "model default · beam 5 · alpha 0.6 · length ≤ 2 × source + 10"; over a given
+  // reference, "model default · the reference, forced · alpha 0.6".
+  function settingsText(model, search, forced) {
     const given = search || {};
     const settings = [model ? `model ${model}` : null];
+    if (forced) {
+      settings.push("the reference, forced");
+      if ("alpha" in given) settings.push(`alpha ${given.alpha}`);
+      return settings.filter(Boolean).join(" · ");
+    }
     if ("beam_size" in given) {
       settings.push(given.beam_size === 1 ? "greedy" : `beam ${given.beam_size}`);
     }
@@ -507,9 +622,15 @@
     return value;
   }
 
-  // `settings`: the model and beam the sentence was translated with.
-  async function inspectSentence(text, settings, button) {
-    const request = { text, ...settings };
+  // `settings`: the model and beam the sentence was translated with; `given`: its
+  // reference and gold links, if any (no beam then: nothing is searched).
+  async function inspectSentence(text, settings, button, given = {}) {
+    const request = { text, ...settings, words: true };
+    if (given.reference) {
+      delete request.beam;
+      request.reference = given.reference;
+      if (given.gold) request.gold = given.gold;
+    }
     const ticket = ++latest.inspect;
     latest.step += 1; // a walk still under way belongs to the view being replaced
     document.querySelectorAll(".inspect").forEach((other) =>
@@ -518,11 +639,23 @@
     try {
       const view = await api("inspect", request);
       if (ticket !== latest.inspect) return;
-      showView(view, request);
-      byId("about").textContent = settingsText(view.model, view.search);
+      showView(view, request, byId("words").checked || Boolean(request.gold));
+      byId("about").textContent = settingsText(view.model, view.search, Boolean(view.reference));
     } finally {
       if (ticket === latest.inspect) busy("");
     }
+  }
+
+  // The lines of a field of one line per sentence: as many as the sentences at most
+  // (trailing empty lines aside), an empty one meaning none.
+  function perSentence(input, name, count) {
+    const lines = input.value.replace(/\s+$/, "").split(/\r?\n/).map((line) => line.trim());
+    if (lines.length === 1 && lines[0] === "") return Array(count).fill("");
+    if (lines.length > count) {
+      throw new Error(`${lines.length} lines of ${name} for ${count} ` +
+        `sentence${count > 1 ? "s" : ""}: give one line per sentence`);
+    }
+    return Array.from({ length: count }, (_, n) => lines[n] || "");
   }
 
   async function submit(event) {
@@ -531,6 +664,16 @@
     const texts = byId("texts").value.split(/\r?\n/).filter((line) => line.trim() !== "");
     try {
       if (texts.length === 0) throw new Error("type a sentence to translate (one per line)");
+      const references = perSentence(byId("references"), "reference translations", texts.length);
+      const golds = perSentence(byId("golds"), "gold links", texts.length);
+      golds.forEach((gold, n) => {
+        if (gold && !references[n]) {
+          throw new Error(`the gold links of sentence ${n + 1} join the words of a ` +
+            "reference: give its reference translation too");
+        }
+      });
+      const given = references.map((reference, n) =>
+        (reference ? { reference, gold: golds[n] || undefined } : {}));
       const settings = { model: byId("model").value || undefined, beam: positive(byId("beam")) };
       const body = { texts, ...settings, n_best: positive(byId("n-best")) };
       busy("translating…");
@@ -538,13 +681,13 @@
       const answer = await api("translate", body);
       if (ticket !== latest.translate) return;
       busy("");
-      const inspect = (text, button) => inspectSentence(text, settings, button)
+      const inspect = (text, button, chosen) => inspectSentence(text, settings, button, chosen)
         .catch((error) => {
           busy("");
           showError(error.message);
         });
-      showTranslations(texts, answer.translations, inspect);
-      await inspectSentence(texts[0], settings, document.querySelector(".inspect"));
+      showTranslations(texts, answer.translations, inspect, given);
+      await inspectSentence(texts[0], settings, document.querySelector(".inspect"), given[0]);
     } catch (error) {
       busy("");
       showError(error.message);
@@ -579,9 +722,9 @@
 
   function startOffline(data) {
     state.offline = data;
-    byId("about").textContent = settingsText(data.model, data.search);
+    byId("about").textContent = settingsText(data.model, data.search, Boolean(data.reference));
     showTranslations([data.source], [{ hypotheses: data.hypotheses }], null);
-    showView(data, null);
+    showView(data, null, Boolean(data.show_words));
   }
 
   function start() {
@@ -598,6 +741,10 @@
     });
     byId("head").addEventListener("change", (event) => {
       state.head = event.target.value === "mean" ? null : Number(event.target.value);
+      choose();
+    });
+    byId("words").addEventListener("change", (event) => {
+      state.words = event.target.checked && Boolean(state.view && state.view.words);
       choose();
     });
     byId("numbers").addEventListener("change", () => {
