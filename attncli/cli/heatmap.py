@@ -182,16 +182,19 @@ _GOLD = dict(fill=False, edgecolor="#1b9e4b", linewidth=2.0)
 
 
 def _mark_links(axes, links, sure, possible):
-    """Draw the links and gold links on their cells, and their legend under the axes."""
+    """Draw the links and gold links on their cells, and their legend above the axes."""
+    from matplotlib import patheffects
     from matplotlib.lines import Line2D
     from matplotlib.patches import Rectangle
 
     for row, column in sorted(links):
         axes.plot(column - 0.3, row - 0.28, scalex=False, scaley=False, **_LINK)
+    # A white edge keeps the green readable on the darkest blues.
+    ringed = [patheffects.Stroke(linewidth=4, foreground="white"), patheffects.Normal()]
     for cells, style in ((sure, "solid"), (possible, (0, (2, 1.5)))):
         for row, column in sorted(cells):
             axes.add_patch(Rectangle((column - 0.32, row - 0.32), 0.64, 0.64,
-                                     linestyle=style, **_GOLD))
+                                     linestyle=style, path_effects=ringed, **_GOLD))
     if not (links or sure or possible):
         return
     handles = [Rectangle((0, 0), 1, 1, fill=False, edgecolor="darkorange", linewidth=1.5)]

@@ -566,7 +566,8 @@
       const hypotheses = hypothesesOf(item);
       const reference = (given[n] || {}).reference;
       const button = element("button", {
-        type: "button", className: "inspect", text: "Attention",
+        type: "button", className: "inspect",
+        text: reference ? "Attention over its translation" : "Attention",
         "aria-label": `show the attention of sentence ${n + 1}'s translation`,
         onclick: () => inspect(texts[n], button, {}),
       });
