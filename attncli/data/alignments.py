@@ -12,9 +12,9 @@ Pieces follow their words. The model reads pieces, and a word may be several (Wo
 - `piece_words` gives each token of a sentence the word it belongs to, by tokenizing
   the sentence's words one by one with the run's tokenizer: their tokens, in order
   (at the `char` level with the space token `▁` between two words, in no word), must
-  be the sentence's tokens, which they are for every tokenizer level (the tokenizers
-  never join two words into a piece); a sentence for which they are not (a
-  normalisation that merges or splits words) gets no links, and is counted.
+  be the sentence's tokens, which they are at every tokenizer level (no piece spans two
+  words) unless normalisation joins or splits words (the `char` level keeps a no-break
+  space, which Python splits words on); such a sentence gets no links, and is counted.
 - `piece_links` turns each word link `i-j` into the piece links `(t, s)` of every
   target piece `t` of word `j` and every source piece `s` of word `i`: a target piece
   inherits the links of its word, a link to a source word covers all its pieces.
