@@ -19,8 +19,9 @@ from attncli_process import FIXTURE_RUN, attncli
 from cli_errors import one_line_error
 from shared_data import shared_data
 
-from attncli.alignment.links import parse_pharaoh, parse_talp, score_corpus
+from attncli.alignment.links import check_within, parse_pharaoh, parse_talp, score_corpus
 from benchmarks.alignment import PUBLISHED, diagonal, given_models
+from benchmarks.eflomal_links import eflomal_align, write_outputs
 
 REPO = Path(__file__).resolve().parents[1]
 TRAINING_PAIRS = 400_000
@@ -224,3 +225,45 @@ def test_attncli_rows_are_what_attncli_align_prints(stand_in, tmp_path):
     expected = tuple(round(100 * value, 2)
                      for value in (scores.aer, scores.precision, scores.recall))
     assert table_row(result.stdout, "attncli fr→en, raw")[:3] == expected
+
+
+def test_eflomal_outputs_slice_the_test_lines_and_the_training_lines(stand_in, tmp_path):
+    """`write_outputs`: every line symmetrised; the last 447 lines are the test set's, the
+    first ones (line-aligned with train.en.gz) the guided training's `data.alignments`."""
+    data, _ = stand_in
+    forward = ["0-0 1-1", "0-0", *(["0-0 1-1 2-2"] * 447)]
+    reverse = ["0-0 1-0", "", *(["0-0 2-2"] * 447)]
+    (tmp_path / "eflomal.fwd").write_text("".join(line + "\n" for line in forward))
+    (tmp_path / "eflomal.rev").write_text("".join(line + "\n" for line in reverse))
+    write_outputs(data / "hansards-en-fr", tmp_path)
+    # grow-diag-final-and of line 1: the intersection 0-0 grows by its neighbours in the
+    # union, 1-0 (source word 1 unaligned) then 1-1 (target word 1 unaligned); of line 2,
+    # the forward link alone (final-and: both its words unaligned).
+    assert (tmp_path / "train.en-fr.gdfa").read_text() == "0-0 1-0 1-1\n0-0\n"
+    assert (tmp_path / "test.eflomal.fwd").read_text() == "0-0 1-1 2-2\n" * 447
+    assert (tmp_path / "test.eflomal.intersection").read_text() == "0-0 2-2\n" * 447
+    assert len((tmp_path / "eflomal.grow-diag").read_text().splitlines()) == 449
+
+
+@pytest.mark.slow
+def test_eflomal_aligns_the_training_text_with_the_test_set_appended(stand_in, tmp_path):
+    if eflomal_align() is None:
+        pytest.skip("eflomal is not installed (pip install 'attncli[align]')")
+    data, _ = stand_in
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.eflomal_links", "--data", data, "--out", tmp_path],
+        cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"{tmp_path / 'train.en-fr.gdfa'}\n"
+    folder = data / "hansards-en-fr"
+    assert (tmp_path / "corpus.fr").read_text() == "un .\nuno .\n" + (
+        folder / "test.fr").read_text()
+    sentences = list(zip((tmp_path / "corpus.en").read_text().splitlines(),
+                         (tmp_path / "corpus.fr").read_text().splitlines()))
+    for name in ("fwd", "rev", "grow-diag-final-and"):
+        lines = (tmp_path / f"eflomal.{name}").read_text().splitlines()
+        assert len(lines) == len(sentences) == 449
+        for line, (source, target) in zip(lines, sentences):
+            check_within(parse_pharaoh(line), len(source.split()), len(target.split()))
+    assert (tmp_path / "eflomal.command").read_text().startswith(
+        "eflomal-align -s corpus.en -t corpus.fr -f eflomal.fwd -r eflomal.rev")
