@@ -87,6 +87,9 @@ def test_the_table_is_the_forced_attention_and_the_score_is_printed(saved):
     columns, rows, cells = table(result.stdout)
     assert rows == forced.tokens and columns == forced.source_tokens
     np.testing.assert_allclose(numbers(cells), forced.weights, atol=1.5e-6)
+    # The token view is the weights alone: links are marked in the words view.
+    assert not any("+" in cell for row in cells for cell in row)
+    assert "a link" not in result.stdout
     assert f"{TEXT}  →  {REFERENCE}" in result.stdout
     assert (f"reference score {forced.score:.3f} (log P / lp, the search's score), log P "
             f"{forced.log_prob:.3f}, perplexity {perplexity(forced):.3f} per token"

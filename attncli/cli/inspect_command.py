@@ -31,10 +31,11 @@
                     then walks a query of that head through x W_q, x W_k, x W_v,
                     scores, softmax, weighted values and sum
 
-The cross-attention's links (each target word to the source word of its largest word
-weight, as `translate --alignments` links them) are marked on its cells: `+` on every
-piece of the two words in the table, a dot in the picture, with a legend; gold links
-`S` (sure) and `P` (possible), a solid and a dashed square.
+In the words view, the cross-attention's links (each target word to the source word of
+its largest word weight, as `translate --alignments` links them) are marked on its cells:
+`+` in the table, a dot in the picture, with a legend; gold links `S` (sure) and `P`
+(possible), a solid and a dashed square. The token view shows the weights alone (the
+page marks links in both views).
 
 The matrices and steps are a `SentenceView` (`attncli.search.inspection`), which
 `sentence_views` gives for the sentences asked. Everything asked for is printed to
@@ -227,11 +228,15 @@ def shown_matrix(view, attention, layer, head, words=False, gold=None):
         view.check_gold(gold, "--gold")
     try:
         if attention or layer or head or view.model.self_attention_decoder:
-            return view.matrix(attention or "cross", layer, head, words, gold)
-        cross = view.attention("cross")
+            matrix = view.matrix(attention or "cross", layer, head, words, gold)
+        else:
+            cross = view.attention("cross")
+            matrix = view.labelled(cross, cross.layers[0][0], "attention weights", words,
+                                   gold)
     except SelectionError as error:
         raise _option_error(error) from None
-    return view.labelled(cross, cross.layers[0][0], "attention weights", words, gold)
+    # Links join words: the token view stays the attention alone, as score-demo's is.
+    return matrix if words else matrix._replace(links=frozenset())
 
 
 def chosen_step(view, attention, layer, head, step):
