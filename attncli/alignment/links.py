@@ -66,7 +66,7 @@ def parse_talp(line, where="the gold links"):
     sure, possible = set(), set()
     for field in line.split():
         match = _TALP_LINK.fullmatch(field)
-        if match is None or match.group(1) == "0" or match.group(3) == "0":
+        if match is None or int(match.group(1)) == 0 or int(match.group(3)) == 0:
             raise LinkError(
                 f"{where}: {field!r} is not a gold link; write sure links as 1-2 and "
                 "possible ones as 1p2, word positions counted from 1"

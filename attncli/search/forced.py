@@ -26,7 +26,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from attncli.data.vocabulary import END, END_TOKEN, START
+from attncli.data.vocabulary import (
+    END, END_TOKEN, PAD, RESERVED_TOKENS, START, UNK, UNK_TOKEN,
+)
 
 
 class Forced(NamedTuple):
@@ -103,12 +105,17 @@ def force(translator, sources, references, batch_size=32):
 def _force_batch(translator, sources, references):
     import tensorflow as tf
 
-    from attncli.search.search_steps import next_token_log_probs
+    from attncli.search.search_steps import length_penalty, next_token_log_probs
 
     model = translator.model
     source_tokens, source_ids = translator.source_ids(tf.constant(sources))
     target_tokens = translator.target_tokenizer.tokenize(tf.constant(references))
     target_ids = tf.ragged.map_flat_values(translator.target_table.lookup, target_tokens)
+    # A reserved token written in a reference is read as [UNK], as in a prefix: a [PAD]
+    # must not end the sentence early, nor [END] stop it.
+    flat = target_ids.flat_values
+    reserved = (flat == PAD) | (flat == START) | (flat == END)
+    target_ids = target_ids.with_flat_values(tf.where(reserved, tf.cast(UNK, flat.dtype), flat))
     rows = target_ids.nrows()
     end = tf.fill([rows, 1], tf.constant(END, target_ids.dtype))
     target_out = tf.concat([target_ids, end], axis=1)  # y_1 .. y_T, [END]
@@ -124,13 +131,14 @@ def _force_batch(translator, sources, references):
     maps = {name: [np.asarray(layer, "float64") for layer in layers]
             for name, layers in maps.items() if layers}
 
-    alpha = float(translator.search_config.alpha)
+    lengths = tf.cast(target_out.row_lengths(), tf.int32)
+    penalties = length_penalty(lengths, float(translator.search_config.alpha)).numpy()
     target_tokens = target_tokens.to_list()
     source_tokens = source_tokens.to_list()
     results = []
     for row, (source, reference) in enumerate(zip(sources, references)):
         read = [token.decode("utf-8") for token in source_tokens[row]]
-        tokens = [token.decode("utf-8") for token in target_tokens[row]] + [END_TOKEN]
+        tokens = [_as_read(token.decode("utf-8")) for token in target_tokens[row]] + [END_TOKEN]
         length, width = len(tokens), len(read)
         shapes = {"cross": (length, width), "encoder": (width, width),
                   "decoder": (length, length)}
@@ -139,10 +147,15 @@ def _force_batch(translator, sources, references):
             for name, layers in maps.items()
         }
         row_log_probs = chosen[row, :length]
-        penalty = ((5.0 + length) / 6.0) ** alpha
         results.append(Forced(source, read, reference, tokens, row_log_probs,
-                              float(np.sum(row_log_probs)) / penalty, attentions))
+                              float(np.sum(row_log_probs)) / float(penalties[row]),
+                              attentions))
     return results
+
+
+def _as_read(token):
+    """A reference's token as the model read it: a reserved one as `[UNK]`."""
+    return UNK_TOKEN if token in RESERVED_TOKENS else token
 
 
 def perplexity(forced):
