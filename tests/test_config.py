@@ -282,6 +282,8 @@ def test_guided_alignment_resolves_garg_et_al_s_default_head():
      "data: alignments are read beside a parallel or tsv training file"),
     (guided(training__distribute="mirrored"),
      "training: guided_alignment trains on one device: set distribute: none"),
+    (guided(training__precision="mixed_float16"),
+     "training: guided_alignment's gradient overflows float16 where the attention is small"),
 ])
 def test_guided_alignment_refusals_name_the_key(mapping, message):
     with pytest.raises(ConfigError) as error:

@@ -163,8 +163,8 @@ class TrainingConfig:
         guided_alignment: a `GuidedAlignment` (`{weight: 0.5}`, with `layer` and
             `head` for a self-attention decoder), adding its alignment loss to the
             training loss, with the word alignments of `data.alignments`; validation's
-            loss stays the translation loss. One device only (`distribute: none`).
-            Defaults to None (off).
+            loss stays the translation loss. One device only (`distribute: none`),
+            and not in `mixed_float16`. Defaults to None (off).
 
     The step is a `tf.function` without XLA: measured on spa-eng batches, XLA
     compiled each new batch shape in about 12 s and then ran a step 3x slower than
@@ -326,6 +326,14 @@ class LoopConfig(TrainingConfig):
             raise ValueError(
                 "guided_alignment trains on one device: set distribute: none. Received: "
                 f"distribute={self.distribute}"
+            )
+        if self.guided_alignment is not None and self.precision == "mixed_float16":
+            # The gradient of -g log a is -g / a, times the loss scale (2**15 at first):
+            # in float16 it overflows for any gold-linked weight below about 1e-3.
+            raise ValueError(
+                "guided_alignment's gradient overflows float16 where the attention is "
+                "small: use precision mixed_bfloat16, auto or float32. Received: "
+                f"precision={self.precision}"
             )
         if self.cpu_replicas is not None and self.distribute != "mirrored":
             raise ValueError(

@@ -15,8 +15,10 @@ step that emits `y_t`, over the N such tokens of the batch,
     L_align = -(1 / N) sum_t sum_s g_t(s) log a_t(s)
     loss    = L_translation + weight * L_align
 
-the cross-entropy loss of both papers (Chen et al. also try a squared error). A pair
-without links adds nothing, neither to the sum nor to N. Validation's loss stays the
+the cross-entropy loss of both papers (Chen et al. also try a squared error), averaged
+over the linked target tokens where Garg et al. average over all target tokens: a pair
+with few links is not diluted by its unlinked words. A pair without links adds nothing,
+neither to the sum nor to N. Validation's loss stays the
 translation loss.
 """
 
