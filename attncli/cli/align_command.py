@@ -249,6 +249,8 @@ class Aligner:
         self.levels = loaded.source_tokenizer.level, loaded.target_tokenizer.level
         self.settings, self.direction = settings, direction
         self.option = "" if direction == "forward" else f" for --reverse {run_path}"
+        # Pairs whose words the model's tokens do not spell: `(where, why)`.
+        self.unfolded = []
 
     def links(self, pairs):
         """The links of each of `pairs` (none with an empty side), source word first."""
@@ -268,7 +270,12 @@ class Aligner:
             except ChoiceError as error:
                 raise AttncliError(f"--{error}{self.option}") from None
             except FoldingError as error:
-                raise AttncliError(f"{pair.where}: {clipped(str(error), 400)}") from None
+                # One such pair (a word read as [UNK]) gives no links, and is counted:
+                # it must not stop the scoring of every other pair.
+                side = (" (--reverse's model reads the target as its source)"
+                        if self.direction == "reverse" else "")
+                self.unfolded.append((pair.where, clipped(str(error), 400) + side))
+                found = frozenset()
             if self.direction == "reverse":
                 found = frozenset((i, j) for j, i in found)
             links.append(found)
@@ -326,7 +333,19 @@ def run_align(run, settings, console, load_tensorflow):
         return INTERRUPTED
     if source.count is not None:
         console.print(f"{written} pairs aligned", highlight=False)
+    _report_unfolded(forward, reverse)
     return 0
+
+
+def _report_unfolded(*aligners):
+    """Say on stderr how many pairs got no links because their words could not be
+    folded, and why the first did."""
+    unfolded = [each for aligner in aligners if aligner is not None
+                for each in aligner.unfolded]
+    if unfolded:
+        where, why = unfolded[0]
+        print(f"warning: {len(unfolded)} pair(s) got no links, their words not being the "
+              f"model's; the first, {where}: {why}", file=sys.stderr)
 
 
 def _named(settings):
