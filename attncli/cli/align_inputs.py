@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from attncli.alignment.links import LinkError, parse_talp
-from attncli.cli.line_stream import decode_utf8
-from attncli.cli.runs import split_lines
+from attncli.cli.line_stream import read_lines
 from attncli.errors import AttncliError
 
 
@@ -28,18 +27,6 @@ class Pair(NamedTuple):
     def empty(self):
         """Whether a side has no word: such a pair gets no links."""
         return not self.source.split() or not self.target.split()
-
-
-def read_lines(path, option):
-    """The lines of a UTF-8 file given as `option` (`--gold`), as `split_lines` cuts them."""
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise AttncliError(f"{option} {path}: no such file") from None
-    except OSError as error:
-        raise AttncliError(f"{option} {path}: cannot read it ({error.strerror})") from None
-    return split_lines(decode_utf8(data, f"{option} {path}"))
 
 
 def tsv_pair(line, where):

@@ -55,7 +55,7 @@ from attncli.cli.fonts import glyph_notice
 from attncli.cli.heatmap import heatmap_table, save_heatmap_png
 from attncli.cli.render import check_decimals
 from attncli.cli.runs import (
-    model_directory, run_name, search_config, split_lines, translate_lines,
+    model_directory, run_name, search_config, translate_lines,
 )
 from attncli.cli.step_table import step_table
 from attncli.cli.tables import print_fitted
@@ -176,16 +176,10 @@ def _check_options(*, text, input_file, beam, png, png_dir, cell_weights, step, 
 
 def read_sentences(input_file):
     """The lines of `--input FILE` (UTF-8, one sentence per line), checked to hold one."""
-    from attncli.cli.line_stream import decode_utf8
+    from attncli.cli.line_stream import read_lines
 
     path = Path(input_file)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise AttncliError(f"--input {path}: no such file") from None
-    except OSError as error:
-        raise AttncliError(f"--input {path}: cannot read it ({error.strerror})") from None
-    lines = split_lines(decode_utf8(data, f"--input {path}"))
+    lines = read_lines(path, "--input")
     if not any(line.strip() for line in lines):
         raise AttncliError(f"--input {path} has no sentence: give one sentence per line")
     return lines

@@ -11,7 +11,9 @@ in full batches.
 import queue
 import threading
 import time
+from pathlib import Path
 
+from attncli.cli.runs import split_lines
 from attncli.errors import AttncliError
 
 _END = object()
@@ -26,6 +28,19 @@ def decode_utf8(data, where, offset=0):
         raise AttncliError(
             f"{where}: not UTF-8 text (byte {offset + error.start}); convert it to UTF-8"
         ) from None
+
+
+def read_lines(path, option):
+    """The lines of a UTF-8 file given as `option` (`--input`, `--gold`), as
+    `split_lines` cuts them; a missing or unreadable file is one line."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise AttncliError(f"{option} {path}: no such file") from None
+    except OSError as error:
+        raise AttncliError(f"{option} {path}: cannot read it ({error.strerror})") from None
+    return split_lines(decode_utf8(data, f"{option} {path}"))
 
 
 def decode_line(raw, where, offset):
