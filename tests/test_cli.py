@@ -1,5 +1,6 @@
 """The `attncli` app and `score-demo`, in process (CliRunner) and as the installed script."""
 
+import importlib.metadata
 import json
 import math
 import subprocess
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+import attncli
 from attncli.cli.app import app
 from attncli.errors import AttncliError
 
@@ -55,7 +57,7 @@ def assert_user_error(result, fragment):
 
 
 @pytest.mark.parametrize("args", [["--help"], ["score-demo", "--help"], ["export", "--help"],
-                                  ["serve", "--help"]])
+                                  ["serve", "--help"], ["--version"]])
 def test_help_does_not_import_tensorflow(args):
     # `python -m attncli ARGS` in a fresh interpreter, which then reports what it imported.
     code = textwrap.dedent(f"""
@@ -75,7 +77,8 @@ def test_help_does_not_import_tensorflow(args):
     )
     assert completed.returncode == 0, completed.stderr
     assert "HEAVY []" in completed.stdout
-    assert (args[0] if args[0] != "--help" else "score-demo") in completed.stdout
+    shown = {"--help": "score-demo", "--version": f"attncli {attncli.__version__}"}
+    assert shown.get(args[0], args[0]) in completed.stdout
 
 
 def test_help_lists_the_four_commands():
@@ -83,6 +86,13 @@ def test_help_lists_the_four_commands():
     assert result.exit_code == 0
     for command in ("train", "translate", "inspect-weights", "score-demo", "export"):
         assert command in result.stdout
+
+
+def test_version_is_the_package_version():
+    result = invoke("--version")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == f"attncli {attncli.__version__}\n"
+    assert attncli.__version__ == importlib.metadata.version("attncli")
 
 
 def test_attncli_alone_prints_the_help():
@@ -100,6 +110,12 @@ def test_attncli_alone_prints_the_help():
         (["score-demo", "--decimals", "x"], "Invalid value for '--decimals'"),
         (["score-demo", "--valid-length", "two"], "Invalid value for '--valid-length'"),
         (["score-demo", "--query"], "Option '--query' requires an argument"),
+        # A word too many: what the user most likely meant.
+        (["inspect-weights", "RUN", "Tengo", "hambre"],
+         '(Tengo hambre); give the text with --text "..." (see '),
+        (["train", "configs/tiny-test.yaml", "pairs.tsv"],
+         "(pairs.tsv); name the data in the config (data.train) or with --data-dir (see "),
+        (["serve", "RUN", "OTHER"], "(OTHER); serve more runs with --model NAME=RUN, or "),
     ],
 )
 def test_command_line_parsing_errors_are_one_line_and_exit_2(args, fragment):

@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 from typer.core import TyperArgument, TyperGroup
 
+from attncli import __version__
 from attncli.cli.align_command import align_command
 from attncli.errors import AttncliError, shown
 from attncli.own_layers import check_own_layers
@@ -114,12 +115,24 @@ def _check_utf8(args):
             continue
 
 
+# What a word too many most likely meant, by command: `inspect-weights RUN Tengo` is
+# `translate RUN Tengo`'s habit, `train CONFIG pairs.tsv` names the data beside the config.
+_EXTRA_ARGUMENT_HINTS = {
+    "inspect-weights": 'give the text with --text "..."',
+    "train": "name the data in the config (data.train) or with --data-dir",
+    "serve": "serve more runs with --model NAME=RUN, or decode them together with --ensemble",
+}
+
+
 def _report_usage_error(error):
     message = " ".join(error.format_message().split())
     if not message:
         # `attncli` alone: the help was printed in place of an error.
         raise typer.Exit(code=0) from None
     command = error.ctx.command_path if error.ctx is not None else "attncli"
+    if "unexpected extra argument" in message and error.ctx is not None:
+        hint = _EXTRA_ARGUMENT_HINTS.get(error.ctx.info_name)
+        message += f"; {hint}" if hint else ""
     typer.echo(f"Error: {message} (see '{command} --help')", err=True)
     raise typer.Exit(code=2) from None
 
@@ -132,6 +145,12 @@ app = typer.Typer(
 )
 
 
+def _print_version(asked):
+    if asked:
+        typer.echo(f"attncli {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def main(
     ctx: typer.Context,
@@ -142,6 +161,11 @@ def main(
             envvar="ATTNCLI_DEBUG",
             help="Show the full traceback of an error instead of its one-line message.",
         ),
+    ] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", is_eager=True, callback=_print_version,
+                     help="Print attncli's version and exit."),
     ] = False,
 ):
     """Attention for sequence-to-sequence models, every step in the terminal."""
