@@ -62,7 +62,11 @@ def test_nested_values_are_typed():
 @pytest.mark.parametrize(
     "mapping, message",
     [
-        ({"model": {"unit": 3}}, "model.unit: unknown key; allowed keys here: units,"),
+        (
+            {"model": {"unit": 3}},
+            "model.unit: unknown key; did you mean model.units? allowed keys here: units,",
+        ),
+        ({"model": {"size": 3}}, "model.size: unknown key; allowed keys here: units,"),
         (
             {"model": {"units": "many"}},
             "model.units must be an integer. Received: model.units='many'",
@@ -144,6 +148,35 @@ def test_missing_file_and_non_mapping(tmp_path):
     path = tmp_path / "list.yaml"
     path.write_text("- 1\n- 2\n")
     with pytest.raises(ConfigError, match="expected a mapping of sections"):
+        load_yaml(path)
+
+
+def test_a_misspelt_override_names_the_closest_key():
+    mapping = apply_overrides({}, ["training.max_minute=30"])
+    with pytest.raises(ConfigError, match=r"^training.max_minute: unknown key; did you mean "
+                       r"training.max_minutes\? allowed keys here: learning_rate, "):
+        run_config_from_mapping(mapping)
+
+
+@pytest.mark.parametrize("text", ["Vamos.\tLet's go.\n¡Hola!\tHello!\n",
+                                  "# pairs\nVamos.\tLet's go.\n\nmodel: x\ty\n",
+                                  "Let's go.\nHello!\n"])
+def test_a_data_file_given_as_the_config_is_named_as_such(tmp_path, text):
+    path = tmp_path / "pairs.tsv"
+    path.write_text(text, "utf-8")
+    with pytest.raises(ConfigError) as error:
+        load_yaml(path)
+    assert str(error.value) == (
+        f"{path} looks like a data file, not a config: give a config (attncli configs lists "
+        "the shipped ones) and the data with data.train / --data-dir"
+    )
+
+
+def test_a_config_indented_with_a_tab_is_a_yaml_error(tmp_path):
+    path = tmp_path / "tabbed.yaml"
+    path.write_text("model:\n\tunits: 3\n")
+    with pytest.raises(ConfigError, match=r"tabbed.yaml: found character '\\t' that cannot "
+                       r"start any token at line 2, column 1; fix the YAML syntax"):
         load_yaml(path)
 
 

@@ -12,6 +12,7 @@ the message is reported with the dataclass's path.
 """
 
 import dataclasses
+import difflib
 import functools
 import math
 import re
@@ -184,9 +185,11 @@ def from_mapping(cls, mapping, path=""):
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     unknown = [key for key in mapping if key not in fields]
     if unknown:
+        close = difflib.get_close_matches(str(unknown[0]), fields, n=1)
+        meant = f"did you mean {_join(path, close[0])}? " if close else ""
         raise ConfigError(
-            f"{_join(path, clipped(str(unknown[0])))}: unknown key; allowed keys here: "
-            f"{', '.join(fields)}"
+            f"{_join(path, clipped(str(unknown[0])))}: unknown key; {meant}allowed keys "
+            f"here: {', '.join(fields)}"
         )
     hints = typing.get_type_hints(cls)
     values = {}
@@ -222,6 +225,8 @@ def load_yaml(path):
     try:
         mapping = _load(text)
     except yaml.YAMLError as error:
+        if _looks_like_data(text):
+            raise ConfigError(_data_not_config(path)) from None
         mark = getattr(error, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(error, "problem", None) or "invalid YAML"
@@ -229,12 +234,31 @@ def load_yaml(path):
         raise ConfigError(f"{path}: {problem}{at}; {fix}") from None
     if mapping is None:
         return {}
+    if isinstance(mapping, str) or (not isinstance(mapping, dict) and _looks_like_data(text)):
+        raise ConfigError(_data_not_config(path))
     if not isinstance(mapping, dict):
         raise ConfigError(
             f"{path}: expected a mapping of sections at the top. "
             f"{_received('', mapping)}"
         )
     return mapping
+
+
+def _looks_like_data(text):
+    """Whether `text` reads as a corpus of tab-separated columns rather than YAML: every
+    one of its first lines (blank lines and comments aside) holds a tab between words."""
+    lines = [line.strip() for line in text.splitlines()[:20]]
+    lines = [line for line in lines if line and not line.startswith("#")]
+    return bool(lines) and all("\t" in line for line in lines)
+
+
+def _data_not_config(path):
+    """What to say of a data file given where a config goes (plain text parses as one
+    YAML string, tab-separated pairs as a YAML error about a tab)."""
+    return (
+        f"{path} looks like a data file, not a config: give a config (attncli configs lists "
+        "the shipped ones) and the data with data.train / --data-dir"
+    )
 
 
 def save_yaml(config, path):
