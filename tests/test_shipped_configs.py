@@ -1,5 +1,6 @@
 """The shipped configs by name, from any folder: `attncli train NAME`, `attncli configs`."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -64,13 +65,30 @@ def test_train_reads_a_shipped_config_by_name(elsewhere):
 def test_configs_lists_name_task_and_description(elsewhere):
     result = subprocess.run(
         [sys.executable, "-m", "attncli", "configs"], capture_output=True, text=True,
-        cwd=elsewhere, check=True,
+        cwd=elsewhere, check=True, env={**os.environ, "COLUMNS": "100"},
     )
     lines = result.stdout.splitlines()
-    assert [line.split()[0] for line in lines] == list(shipped_configs())
-    rows = {line.split()[0]: line.split(None, 2) for line in lines}
-    assert rows["cmudict-g2p"][1] == "pronunciation"
-    assert rows["default"][1] == "translation"
+    assert max(map(len, lines)) <= 100
+    # A description longer than its column goes on in it, on the lines below.
+    starts = [number for number, line in enumerate(lines) if not line.startswith(" ")]
+    rows = {}
+    for start, end in zip(starts, starts[1:] + [len(lines)]):
+        name, task, description = lines[start].split(None, 2)
+        below = [line.strip() for line in lines[start + 1:end]]
+        rows[name] = (task, " ".join([description, *below]))
+    assert list(rows) == list(shipped_configs())
+    assert rows["cmudict-g2p"][0] == "pronunciation"
+    assert rows["default"][0] == "translation"
     for name, path in shipped_configs().items():
-        assert describe(path) and rows[name][2] == describe(path)
+        assert describe(path) and rows[name][1] == describe(path)
     assert result.stderr == ""
+
+
+def test_a_description_is_the_opening_comments_whole_first_sentence():
+    assert describe(shipped_configs()["hansards-en-fr"]) == (
+        "English -> French on the Canadian Hansards (the NAACL 2003 word-alignment task's "
+        "training text, 400,000 pairs), sized for two hours on one CPU core."
+    )
+    assert describe(shipped_configs()["default"]) == (
+        "Spanish -> English, the bundled Tatoeba pairs, cased WordPiece, 9 minutes."
+    )

@@ -47,7 +47,14 @@ def resolve_config(path):
 
 
 def describe(path):
-    """A config's one-line description: the first line of its opening comment."""
+    """A config's description: the first sentence of its opening comment, whole (its
+    lines joined up to the one that ends with a full stop)."""
+    words = []
     with open(path, encoding="utf-8") as lines:
-        first = lines.readline()
-    return first[1:].strip() if first.startswith("#") else ""
+        for line in lines:
+            if not line.startswith("#"):
+                break
+            words.extend(line[1:].split())
+            if line.rstrip().endswith("."):
+                break
+    return " ".join(words)
