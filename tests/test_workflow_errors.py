@@ -147,6 +147,18 @@ def test_train_missing_data_file(tmp_path, monkeypatch):
     assert "data.train: no such file" in one_line_error(result)
 
 
+@pytest.mark.parametrize("resume", [[], ["--resume", "--run-dir", "runs/default"]])
+def test_train_refuses_a_data_dir_that_is_no_folder(tmp_path, monkeypatch, resume):
+    # The bundled corpus reads no file: the folder was ignored, whatever it named. (The
+    # bad budget stops a command that would ignore it before it trains anything.)
+    (tmp_path / "pairs.tsv").write_text("a\tb\n")
+    for data_dir in (tmp_path / "nonexistent", tmp_path / "pairs.tsv"):
+        result = run("train", "--data-dir", data_dir, "--set", "training.max_minutes=-1",
+                     *resume, cwd=tmp_path, monkeypatch=monkeypatch)
+        assert f"--data-dir {data_dir}: no such folder" in one_line_error(result)
+    assert not (tmp_path / "runs").exists()
+
+
 def test_inspect_needs_something_to_show(model_dir):
     assert "nothing to inspect" in one_line_error(run("inspect-weights", model_dir))
     assert "need the sentence" in one_line_error(

@@ -53,6 +53,11 @@ def resolve_run(config_path, overrides, run_dir, data_dir, resume, overwrite,
     """
     if resume and overwrite:
         raise AttncliError("--resume and --overwrite contradict each other; choose one")
+    if data_dir is not None and not Path(data_dir).is_dir():
+        raise AttncliError(
+            f"--data-dir {data_dir}: no such folder; give the folder the config's data "
+            "paths are relative to"
+        )
     if config_path is not None:
         config_path = resolve_config(config_path)
     if resume:
