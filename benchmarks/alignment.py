@@ -17,9 +17,10 @@ links.
   `--eflomal-out`), else read from `--eflomal-dir`.
 - **published**: the fast_align and GIZA++ outputs of `hansards-en-fr/reference/`; the
   `*.reverse.talp` ones are written French first and are flipped.
-- **attncli**: `attncli align` run as a user runs it (argmax extraction, the mean of the
-  heads), on `--forward RUN` (English→French): the attention raw and shifted (Chen et
-  al. 2020), per decoder layer for a Transformer (else its one); with `--reverse RUN2`
+- **attncli**: `attncli align` run as a user runs it (the mean of the heads), on
+  `--forward RUN` (English→French): the attention raw and shifted (Chen et al. 2020),
+  each read by argmax and by mutual argmax (Jalili Sabet et al. 2020), per decoder layer
+  for a Transformer (else its one); with `--reverse RUN2`
   (French→English, its last layer) the reverse model's links and the symmetrised ones
   (Koehn et al. 2003); with `--guided RUN3` (an English→French run trained with guided
   alignment) its rows as RUN's. Adding `--gold $H/test.talp` to a row's command prints
@@ -62,6 +63,8 @@ PUBLISHED = [
     ("GIZA++ grow-diagonal", "giza.enfr.grow-diagonal.talp"),
     ("GIZA++ grow-diagonal-final", "giza.enfr.grow-diagonal-final.talp"),
 ]
+# The extractions of each attncli model's rows (`attncli.alignment.extraction`).
+EXTRACTIONS = ("argmax", "mutual-argmax")
 # The symmetrisations of attncli's rows: `attncli align` runs both models once for each.
 ATTNCLI_SYMMETRIZATIONS = ("intersection", "grow-diag", "grow-diag-final-and")
 
@@ -239,19 +242,23 @@ def shift_name(shift):
 
 
 def model_rows(test, name, model):
-    """Raw and shifted rows of one English→French model, per decoder layer for a
-    Transformer."""
+    """Raw and shifted rows of one English→French model, by argmax and by mutual argmax,
+    per decoder layer for a Transformer."""
     rows = []
     for layer in model.layers:
         for shift in (False, True):
-            options = [*(["--layer", layer] if layer else []), *shift_options(shift)]
-            lines, command = attncli_align(test, model.run, options)
-            links = [parse_pharaoh(line, f"{command} line {number}")
-                     for number, line in enumerate(lines, start=1)]
-            method = f"{name}, {shift_name(shift)}"
-            if layer:
-                method += f", layer {layer} of {len(model.layers)}"
-            rows.append(Row(method, f"`{command}`", links))
+            for extraction in EXTRACTIONS:
+                options = [*(["--layer", layer] if layer else []), *shift_options(shift),
+                           *(["--extraction", extraction] if extraction != "argmax" else [])]
+                lines, command = attncli_align(test, model.run, options)
+                links = [parse_pharaoh(line, f"{command} line {number}")
+                         for number, line in enumerate(lines, start=1)]
+                method = f"{name}, {shift_name(shift)}"
+                if extraction != "argmax":
+                    method += f", {extraction}"
+                if layer:
+                    method += f", layer {layer} of {len(model.layers)}"
+                rows.append(Row(method, f"`{command}`", links))
     return rows
 
 

@@ -129,6 +129,20 @@ def test_a_threshold_keeps_every_word_above_it(trained, files, attention):  # no
 
 
 @pytest.mark.slow
+def test_mutual_argmax_keeps_the_links_both_words_agree_on(trained, files, attention):  # noqa: F811
+    forward, _ = attention
+    result = succeeded(align(trained, "--input", files / "pairs.tsv", "--extraction",
+                             "mutual-argmax", "--format", "json"))
+    for line, weights, (source, target) in zip(result.stdout.splitlines(), forward, PAIRS):
+        if weights is not None:  # the words' rows and columns, without [END]'s
+            weights = weights[:len(target.split()), :len(source.split())]
+        expected = set() if weights is None else {
+            (i, t) for t, i in enumerate(weights.argmax(axis=1))
+            if weights[:, i].argmax() == t}
+        assert {tuple(link) for link in json.loads(line)["links"]} == expected
+
+
+@pytest.mark.slow
 def test_reverse_links_are_flipped_and_symmetrised(trained, files, attention):  # noqa: F811
     forward, backward = attention
     result = succeeded(align(trained, "--input", files / "pairs.tsv", "--reverse", trained,
@@ -299,9 +313,11 @@ def test_a_word_the_model_spells_otherwise_gets_no_links_and_is_named(trained,  
 @pytest.mark.parametrize("args, message", [
     (["--format", "csv"], "--format 'csv' is not a format; choose one of text, json"),
     (["--threshold", "0.3", "--extraction", "argmax"], "--threshold goes with --extraction "
-     "threshold"),
+     "threshold; argmax takes none"),
+    (["--threshold", "0.3", "--extraction", "mutual-argmax"], "mutual-argmax takes none"),
     (["--extraction", "threshold"], "--extraction threshold needs --threshold F"),
-    (["--extraction", "max"], "--extraction 'max': choose argmax or threshold"),
+    (["--extraction", "max"], "--extraction 'max': choose one of argmax, mutual-argmax, "
+     "threshold"),
     (["--threshold", "0"], "--threshold must be in (0, 1]"),
     (["--symmetrize", "union"], "--symmetrize joins RUN's links with those of --reverse"),
     (["--reverse", "r2", "--symmetrize", "grow"], "--symmetrize 'grow': choose one of "

@@ -202,7 +202,8 @@ def test_attncli_rows_are_what_attncli_align_prints(stand_in, tmp_path):
     methods = [line.split(" | ")[0].strip("| ") for line in result.stdout.splitlines()
                if line.startswith("| attncli")]
     assert methods == [
-        "attncli en→fr, raw", "attncli en→fr, shifted",
+        "attncli en→fr, raw", "attncli en→fr, raw, mutual-argmax",
+        "attncli en→fr, shifted", "attncli en→fr, shifted, mutual-argmax",
         "attncli fr→en, raw", "attncli fr→en, shifted",
         "attncli intersection, raw", "attncli intersection, shifted",
         "attncli grow-diag, raw", "attncli grow-diag, shifted",
@@ -211,7 +212,8 @@ def test_attncli_rows_are_what_attncli_align_prints(stand_in, tmp_path):
     folder = data / "hansards-en-fr"
     # A row's command with --gold prints the row's figures: one run alone, and a
     # symmetrisation the script joined from another run's two directions.
-    for method in ("attncli en→fr, shifted", "attncli grow-diag, shifted"):
+    for method in ("attncli en→fr, shifted", "attncli en→fr, raw, mutual-argmax",
+                   "attncli grow-diag, shifted"):
         *row, command = table_row(result.stdout, method)
         arguments = command.strip("`").replace("$H", str(folder)).split()[2:]
         printed = attncli("align", *arguments, "--gold", folder / "test.talp", cwd=tmp_path)

@@ -73,6 +73,19 @@ def reference_argmax(weights):
     return links
 
 
+def reference_mutual_argmax(weights):
+    # Jalili Sabet et al. 2020: a link where each word is the other's best, row and column.
+    links = set()
+    for i, j in reference_argmax(weights):
+        best = 0
+        for row in range(1, weights.shape[0]):
+            if weights[row, i] > weights[best, i]:
+                best = row
+        if best == j:
+            links.add((i, j))
+    return links
+
+
 def reference_threshold(weights, threshold):
     return {(i, j) for j in range(weights.shape[0]) for i in range(weights.shape[1])
             if weights[j, i] >= threshold}
@@ -98,6 +111,8 @@ def test_links_are_the_reference_argmax_and_threshold(pair, choice):
                                choice.shift, SOURCE_PIECES, TARGET_PIECES)
     _, links = forced_links(pair, ("subword", "subword"), choice, Extraction())
     assert links == reference_argmax(expected)
+    _, links = forced_links(pair, ("subword", "subword"), choice, Extraction("mutual-argmax"))
+    assert links == reference_mutual_argmax(expected)
     for threshold in (0.05, 0.3, 0.6):
         _, links = forced_links(pair, ("subword", "subword"), choice,
                                 Extraction("threshold", threshold))
@@ -118,6 +133,21 @@ def test_argmax_takes_the_lowest_source_word_on_a_tie():
     assert Extraction().links(weights) == {(1, 0), (0, 1), (2, 2)}
     assert Extraction("threshold", 0.4).links(weights) == {
         (1, 0), (0, 1), (2, 1), (2, 2), (3, 2)}
+
+
+def test_mutual_argmax_keeps_the_links_each_word_agrees_on():
+    # Rows are target words. Target 0's best is source 1, whose best target is 0: kept.
+    # Target 1's best is source 0 (0.6), but source 0's best is target 2 (0.7): dropped.
+    # Target 2's best is source 0, and source 0's best is target 2: kept. Source 2 and
+    # target 1 stay unaligned; a column tie (source 3) goes to the lowest target.
+    weights = np.array([[0.1, 0.8, 0.05, 0.05],
+                        [0.6, 0.1, 0.2, 0.1],
+                        [0.7, 0.05, 0.2, 0.05]])
+    assert Extraction("mutual-argmax").links(weights) == {(1, 0), (0, 2)}
+    ties = np.array([[0.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 1.0]])
+    assert Extraction("mutual-argmax").links(ties) == {(3, 0)}
+    assert Extraction("mutual-argmax").links(np.zeros((0, 3))) == frozenset()
+    assert Extraction("mutual-argmax").links(np.zeros((2, 0))) == frozenset()
 
 
 def test_a_target_word_can_have_no_link_or_several_under_a_threshold():
@@ -161,8 +191,8 @@ def test_a_layer_or_head_the_model_lacks_is_refused(pair, choice, message):
 
 
 @pytest.mark.parametrize("method, threshold", [
-    ("threshold", None), ("argmax", 0.5), ("threshold", 0.0), ("threshold", 1.5),
-    ("softmax", None),
+    ("threshold", None), ("argmax", 0.5), ("mutual-argmax", 0.5), ("threshold", 0.0),
+    ("threshold", 1.5), ("softmax", None),
 ])
 def test_an_extraction_is_checked(method, threshold):
     with pytest.raises(ValueError):
@@ -170,7 +200,7 @@ def test_an_extraction_is_checked(method, threshold):
 
 
 def test_the_registry_names_the_extractions():
-    assert list(EXTRACTIONS) == ["argmax", "threshold"]
+    assert list(EXTRACTIONS) == ["argmax", "mutual-argmax", "threshold"]
 
 
 @pytest.fixture(scope="module")

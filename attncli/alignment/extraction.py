@@ -26,14 +26,21 @@ over the sentences' space-separated words as given.
    the mean over target word j's pieces of the weight its pieces put on source word i's
    pieces. `[END]`, and the other reserved tokens but `[UNK]`, are in no word, so the
    `[END]` row and a source's end token are left out.
-4. **Extraction** (`EXTRACTIONS`, chosen by an `Extraction`): `argmax` links each target
-   word to its best source word (`argmax_i A[j, i]`, the lowest `i` on a tie): one link
-   per target word, as Luong et al. 2015 do; `threshold` links every
-   source word with `A[j, i] >= threshold`: none, one or several per target word.
+4. **Extraction** (`EXTRACTIONS`, chosen by an `Extraction`), ties going to the lowest
+   index:
+   - `argmax` links each target word to its best source word, `(argmax_i A[j, i], j)`:
+     one link per target word, as Luong et al. 2015 do;
+   - `mutual-argmax` keeps the argmax links whose target word is also the source word's
+     best, `j = argmax_j' A[j', i]`: at most one link per word on either side, the
+     "Argmax" of Jalili Sabet et al. 2020 (SimAlign), which reads one matrix both ways
+     as two aligners of opposite directions are intersected;
+   - `threshold` links every source word with `A[j, i] >= threshold`: none, one or
+     several per target word.
 """
 
 # attncli.search.alignments (the word folding) is imported where it is used: it loads
 # TensorFlow, and the command line checks an `Extraction` before TensorFlow loads.
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -173,19 +180,54 @@ def word_attention(forced, levels, choice=AttentionChoice()):
     return WordAttention(source_words, target_words, weights)
 
 
+def argmax_links(weights, threshold=None):
+    """`{(argmax_i A[j, i], j)}`: each target word's best source word (lowest on a tie)."""
+    if weights.shape[1] == 0:
+        return frozenset()
+    return frozenset((int(i), j) for j, i in enumerate(np.argmax(weights, axis=1)))
+
+
+def mutual_argmax_links(weights, threshold=None):
+    """`{(i, j) : i = argmax_i' A[j, i'] and j = argmax_j' A[j', i]}` (lowest on a tie)."""
+    if weights.size == 0:
+        return frozenset()
+    best_target = np.argmax(weights, axis=0)  # of each source word
+    return frozenset(link for link in argmax_links(weights) if best_target[link[0]] == link[1])
+
+
+def threshold_links(weights, threshold):
+    """`{(i, j) : A[j, i] >= threshold}`."""
+    targets, sources = np.nonzero(weights >= threshold)
+    return frozenset(zip(sources.tolist(), targets.tolist()))
+
+
+class Method(NamedTuple):
+    """An extraction of `EXTRACTIONS`: `links(A, threshold)`, and whether it takes a
+    threshold."""
+
+    links: Callable
+    takes_threshold: bool = False
+
+
+EXTRACTIONS = {
+    "argmax": Method(argmax_links),
+    "mutual-argmax": Method(mutual_argmax_links),
+    "threshold": Method(threshold_links, takes_threshold=True),
+}
+
+
 @dataclass(frozen=True)
 class Extraction:
     """How links are read off word weights `A` (see the module).
 
     Args:
-        method: a name of `EXTRACTIONS`: `"argmax"` or `"threshold"`. Defaults to
-            `"argmax"`.
-        threshold: for `"threshold"`, the least weight of a link, in `(0, 1]`; given
-            for that method only.
+        method: a name of `EXTRACTIONS`. Defaults to `"argmax"`.
+        threshold: the least weight of a link, in `(0, 1]`, given exactly to the methods
+            that take one (`threshold`).
 
     Raises:
         ValueError: an unknown method, or a threshold missing, out of range or given to
-            a method that does not use one.
+            a method that does not take one.
     """
 
     method: str = "argmax"
@@ -195,33 +237,22 @@ class Extraction:
         if self.method not in EXTRACTIONS:
             raise ValueError(f"unknown extraction {shown(self.method)}; choose one of "
                              f"{', '.join(EXTRACTIONS)}")
-        if (self.method == "threshold") != (self.threshold is not None):
-            raise ValueError("a threshold goes with the threshold extraction, and only "
-                             f"with it. Received: method={self.method}, "
-                             f"threshold={self.threshold}")
+        if EXTRACTIONS[self.method].takes_threshold != (self.threshold is not None):
+            raise ValueError("a threshold goes with the extractions that take one "
+                             f"({', '.join(threshold_methods())}), and only with them. "
+                             f"Received: method={self.method}, threshold={self.threshold}")
         if self.threshold is not None and not 0 < self.threshold <= 1:
             raise ValueError(f"threshold must be in (0, 1]. Received: "
                              f"threshold={self.threshold}")
 
     def links(self, weights):
         """The links `frozenset{(i, j)}` of word weights `(target words, source words)`."""
-        return EXTRACTIONS[self.method](np.asarray(weights), self)
+        return EXTRACTIONS[self.method].links(np.asarray(weights), self.threshold)
 
 
-def argmax_links(weights, extraction):
-    """`{(argmax_i A[j, i], j)}`: each target word's best source word (lowest on a tie)."""
-    if weights.shape[1] == 0:
-        return frozenset()
-    return frozenset((int(i), j) for j, i in enumerate(np.argmax(weights, axis=1)))
-
-
-def threshold_links(weights, extraction):
-    """`{(i, j) : A[j, i] >= extraction.threshold}`."""
-    targets, sources = np.nonzero(weights >= extraction.threshold)
-    return frozenset(zip(sources.tolist(), targets.tolist()))
-
-
-EXTRACTIONS = {"argmax": argmax_links, "threshold": threshold_links}
+def threshold_methods():
+    """The names of `EXTRACTIONS` that take a threshold."""
+    return [name for name, method in EXTRACTIONS.items() if method.takes_threshold]
 
 
 def forced_links(forced, levels, choice, extraction):

@@ -36,8 +36,6 @@ from attncli.errors import AttncliError, clipped, shown
 
 FORMATS = ("text", "json")
 DEFAULT_SYMMETRIZATION = "grow-diag-final-and"
-CHUNK_BATCHES = 4  # batches forced between two writes of a file's links
-WAIT = 0.05  # seconds a batch of piped stdin waits for more lines after its first
 INTERRUPTED = 130
 
 
@@ -76,9 +74,11 @@ def align_command(load_tensorflow):
         ] = None,
         extraction: Annotated[
             str | None,
-            typer.Option(metavar="argmax|threshold", help="argmax: each target word's best "
-                         "source word; threshold: every source word weighing at least "
-                         "--threshold.", show_default="argmax, threshold with --threshold"),
+            typer.Option(metavar="METHOD", help="argmax: each target word's best source "
+                         "word; mutual-argmax: those links whose target word is also the "
+                         "source word's best (SimAlign); threshold: every source word "
+                         "weighing at least --threshold.",
+                         show_default="argmax, threshold with --threshold"),
         ] = None,
         threshold: Annotated[
             float | None,
@@ -147,7 +147,8 @@ class Settings(NamedTuple):
 def check_settings(*, input_file, source_file, target_file, layer, head, extraction,
                    threshold, shift, reverse, symmetrize, gold, output_format, batch_size):
     """The `Settings` of the options; each bad value or combination is one line."""
-    from attncli.alignment.extraction import EXTRACTIONS, AttentionChoice, Extraction
+    from attncli.alignment.extraction import (EXTRACTIONS, AttentionChoice, Extraction,
+                                              threshold_methods)
 
     if output_format not in FORMATS:
         raise AttncliError(f"--format {shown(output_format)} is not a format; choose "
@@ -166,12 +167,14 @@ def check_settings(*, input_file, source_file, target_file, layer, head, extract
                            "not both")
     method = extraction or ("threshold" if threshold is not None else "argmax")
     if method not in EXTRACTIONS:
-        raise AttncliError(f"--extraction {shown(method)}: choose {' or '.join(EXTRACTIONS)}")
-    if method == "threshold" and threshold is None:
-        raise AttncliError("--extraction threshold needs --threshold F, the least word "
+        raise AttncliError(f"--extraction {shown(method)}: choose one of "
+                           f"{', '.join(EXTRACTIONS)}")
+    if EXTRACTIONS[method].takes_threshold and threshold is None:
+        raise AttncliError(f"--extraction {method} needs --threshold F, the least word "
                            "weight of a link, in (0, 1]")
-    if method == "argmax" and threshold is not None:
-        raise AttncliError("--threshold goes with --extraction threshold; argmax takes none")
+    if not EXTRACTIONS[method].takes_threshold and threshold is not None:
+        raise AttncliError(f"--threshold goes with --extraction "
+                           f"{' or '.join(threshold_methods())}; {method} takes none")
     if threshold is not None and not 0 < threshold <= 1:
         raise AttncliError(f"--threshold must be in (0, 1]. Received: --threshold={threshold}")
     if symmetrize is not None and reverse is None:
@@ -186,54 +189,6 @@ def check_settings(*, input_file, source_file, target_file, layer, head, extract
         (symmetrize or DEFAULT_SYMMETRIZATION) if reverse is not None else None,
         gold, output_format, batch_size,
     )
-
-
-class PairSource:
-    """The pairs: read whole from files (`pairs`, `count`) or streamed from stdin."""
-
-    def __init__(self, settings):
-        from attncli.cli.align_inputs import read_parallel, read_tsv
-
-        self.interactive = False
-        if settings.input_file is not None:
-            self.pairs = read_tsv(settings.input_file)
-        elif settings.source_file is not None:
-            self.pairs = read_parallel(settings.source_file, settings.target_file)
-        else:
-            self.pairs = None
-            self.stdin = sys.stdin
-            self.interactive = self.stdin.isatty()
-
-    @property
-    def count(self):
-        return None if self.pairs is None else len(self.pairs)
-
-    def chunks(self, batch_size):
-        """Lists of pairs in order: a file's in chunks of a few batches, stdin's as its
-        lines arrive (`attncli.cli.line_stream`)."""
-        import io
-
-        from attncli.cli.align_inputs import tsv_pair
-        from attncli.cli.line_stream import LineReader, list_batches
-
-        if self.pairs is not None:
-            yield from list_batches(self.pairs, batch_size * CHUNK_BATCHES)
-            return
-        stream = getattr(self.stdin, "buffer", None)
-        if stream is None:  # a text stream without bytes underneath (a test's StringIO)
-            stream = io.BytesIO(self.stdin.read().encode("utf-8"))
-        number = 0
-        for lines in LineReader(stream, "stdin").batches(batch_size,
-                                                          0.0 if self.interactive else WAIT):
-            chunk = []
-            for line in lines:
-                number += 1
-                try:
-                    chunk.append(tsv_pair(line, f"stdin line {number}"))
-                except AttncliError:
-                    yield chunk  # the lines before it are answered first
-                    raise
-            yield chunk
 
 
 class Aligner:
@@ -284,13 +239,13 @@ class Aligner:
 
 def run_align(run, settings, console, load_tensorflow):
     """Run `attncli align` with checked `settings`; returns the exit code."""
-    from attncli.cli.align_inputs import GoldLinks
+    from attncli.cli.align_inputs import GoldLinks, PairSource
     from attncli.cli.runs import model_directory
 
     model_directory(run)
     if settings.reverse is not None:
         model_directory(settings.reverse)
-    source = PairSource(settings)
+    source = PairSource(settings.input_file, settings.source_file, settings.target_file)
     golds = GoldLinks(settings.gold) if settings.gold is not None else None
     if golds is not None and source.pairs is not None:
         golds.check_count(source.count, _named(settings))

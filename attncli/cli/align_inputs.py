@@ -1,18 +1,24 @@
 """What `attncli align` reads: sentence pairs and gold links, each error one line naming
 the file and the line.
 
-Pairs come as tab-separated lines (`--input FILE`, or stdin: `source TAB target`, exactly
-two fields) or as two line-aligned files (`--source F --target F`). Gold links come from
-a talp file (`--gold FILE`, `attncli.alignment.links.parse_talp`), line-aligned with the
-pairs; each gold link must name words of its pair (its space-separated words).
+Pairs (`PairSource`) come as tab-separated lines (`--input FILE`, or stdin: `source TAB
+target`, exactly two fields; stdin's answered as they arrive) or as two line-aligned files
+(`--source F --target F`). Gold links come from a talp file (`--gold FILE`,
+`attncli.alignment.links.parse_talp`), line-aligned with the pairs; each gold link must
+name words of its pair (its space-separated words).
 """
 
+import io
+import sys
 from pathlib import Path
 from typing import NamedTuple
 
 from attncli.alignment.links import LinkError, parse_talp
-from attncli.cli.line_stream import read_lines
+from attncli.cli.line_stream import LineReader, list_batches, read_lines
 from attncli.errors import AttncliError
+
+CHUNK_BATCHES = 4  # batches forced between two writes of a file's links
+WAIT = 0.05  # seconds a batch of piped stdin waits for more lines after its first
 
 
 class Pair(NamedTuple):
@@ -70,6 +76,47 @@ def read_parallel(source_path, target_path):
         )
     return [Pair(source, target, f"line {number} of --source/--target")
             for number, (source, target) in enumerate(zip(sources, targets), start=1)]
+
+
+class PairSource:
+    """The pairs: read whole from files (`pairs`, `count`) or streamed from stdin."""
+
+    def __init__(self, input_file, source_file, target_file):
+        self.interactive = False
+        if input_file is not None:
+            self.pairs = read_tsv(input_file)
+        elif source_file is not None:
+            self.pairs = read_parallel(source_file, target_file)
+        else:
+            self.pairs = None
+            self.stdin = sys.stdin
+            self.interactive = self.stdin.isatty()
+
+    @property
+    def count(self):
+        return None if self.pairs is None else len(self.pairs)
+
+    def chunks(self, batch_size):
+        """Lists of pairs in order: a file's in chunks of a few batches, stdin's as its
+        lines arrive (`attncli.cli.line_stream`)."""
+        if self.pairs is not None:
+            yield from list_batches(self.pairs, batch_size * CHUNK_BATCHES)
+            return
+        stream = getattr(self.stdin, "buffer", None)
+        if stream is None:  # a text stream without bytes underneath (a test's StringIO)
+            stream = io.BytesIO(self.stdin.read().encode("utf-8"))
+        number = 0
+        for lines in LineReader(stream, "stdin").batches(batch_size,
+                                                          0.0 if self.interactive else WAIT):
+            chunk = []
+            for line in lines:
+                number += 1
+                try:
+                    chunk.append(tsv_pair(line, f"stdin line {number}"))
+                except AttncliError:
+                    yield chunk  # the lines before it are answered first
+                    raise
+            yield chunk
 
 
 class GoldLinks:
