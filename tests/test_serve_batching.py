@@ -238,6 +238,8 @@ def test_runs_are_served_under_their_names():
     ([str(FIXTURE_RUN), "--token", "s3c;ret"], "--token may hold letters, digits"),
     ([str(FIXTURE_RUN), "--token", "sécret"], "--token may hold letters, digits"),
     ([str(FIXTURE_RUN), "--host", "no.such.host.invalid"], "--host no.such.host.invalid"),
+    ([str(FIXTURE_RUN), "--port", "-1"], "--port -1: a port is 0 to 65535 (0 picks a free one)"),
+    ([str(FIXTURE_RUN), "--port", "65536"], "--port 65536: a port is 0 to 65535"),
 ])
 def test_serve_refuses_bad_arguments_in_one_line_before_loading(args, fragment):
     result = CliRunner().invoke(app, ["serve", *args], prog_name="attncli")

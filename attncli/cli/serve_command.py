@@ -59,6 +59,10 @@ def model_specs(run_path, ensemble, named):
 
 def listen(host, port):
     """A socket listening on `host:port` (port 0: a free one)."""
+    if not 0 <= port <= 65535:
+        # getaddrinfo refuses -1 in a message that blames the host, and takes 65536
+        # for 0: a free port.
+        raise AttncliError(f"--port {port}: a port is 0 to 65535 (0 picks a free one)")
     try:
         info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     except socket.gaierror as error:
