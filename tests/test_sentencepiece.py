@@ -192,6 +192,20 @@ def test_a_missing_or_damaged_model_file_is_named(tmp_path):
         data_paths(config, tmp_path)
 
 
+def test_a_vocabulary_below_sentencepieces_floor_says_how_many_pieces_it_needs():
+    texts = ["hola que tal", "adiós amigo", "una casa grande"] * 50
+    # Every character of the text a piece (the space as "▁"), beside the 256 byte pieces
+    # of byte_fallback and the 4 reserved tokens.
+    floor = len(set("".join(texts))) + 256 + 4
+    with pytest.raises(DataError) as error:
+        learned(texts, 100)
+    assert str(error.value) == (
+        "SentencePiece cannot learn a unigram model of vocab_size=100 from this text: it "
+        f"needs at least {floor} pieces here (its 256 byte pieces, the 4 reserved tokens and "
+        f"every character of the text); raise vocab_size to {floor} or more"
+    )
+
+
 def test_a_tokenizer_without_its_model_says_so():
     with pytest.raises(DataError, match="needs its model and vocabulary to tokenize"):
         Tokenizer("sentencepiece").tokenize(tf.constant(["hola"]))

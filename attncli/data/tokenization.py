@@ -437,11 +437,19 @@ class Tokenizer:
                     minloglevel=2,
                 )
         except RuntimeError as error:
+            cannot = (f"SentencePiece cannot learn a {self.sentencepiece_type} model of "
+                      f"vocab_size={max_size} from this text")
+            # Its floor, as it states it: "Vocabulary size is smaller than required_chars.
+            # 300 vs 371." (its reserved and byte pieces, then every character of the text).
+            floor = re.search(r"smaller than required_chars\. \d+ vs (\d+)", str(error))
+            if floor:
+                raise DataError(
+                    f"{cannot}: it needs at least {floor[1]} pieces here (its 256 byte pieces, "
+                    "the 4 reserved tokens and every character of the text); raise vocab_size "
+                    f"to {floor[1]} or more"
+                ) from None
             reason = str(error).strip().splitlines()[-1] if str(error).strip() else "failed"
-            raise DataError(
-                f"SentencePiece cannot learn a {self.sentencepiece_type} model of "
-                f"vocab_size={max_size} from this text ({clipped(reason)}); change vocab_size"
-            ) from None
+            raise DataError(f"{cannot} ({clipped(reason)}); change vocab_size") from None
         return model.getvalue()
 
     def _require_sentencepiece(self, action: str):
