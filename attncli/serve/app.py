@@ -17,7 +17,8 @@ Endpoints (their schemas at `/docs`, `/openapi.json`):
 
 A request refused says why in one line, `{"error": "..."}`, with a 4xx status (503 and
 `Retry-After` while loading or when the queue is full); a failure of the server's own
-is a 500 of the same form, and the next request is served as usual.
+is a 500 of the same form, and the next request is served as usual. Who may send
+requests, and the headers of every answer: `attncli.serve.access`.
 
 Each text is translated as `attncli translate` translates a line given as an argument
 (a newline inside a text reads as a space; an empty or whitespace text gets an empty
@@ -26,29 +27,32 @@ translation and a null score), in batches the `Batcher` merges across requests.
 
 import asyncio
 import contextlib
-import hmac
+import itertools
 import json
 import math
-from http.cookies import SimpleCookie
-from urllib.parse import parse_qs
+import re
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.exceptions import HTTPException
 
-from attncli.errors import AttncliError, first_line
+from attncli.errors import AttncliError, first_line, shown
 from attncli.serve import schemas
+from attncli.serve.access import BearerToken, Guard, refusal
 from attncli.serve.batching import Batcher, QueueFull
 from attncli.serve.limits import RequestError
-from attncli.serve.page import page_html
+from attncli.serve.page import content_security_policy, page_html
 from attncli.serve.registry import TextTooLong
 
-TOKEN_COOKIE = "attncli_token"
 RETRY_AFTER = "1"  # seconds a client refused for a full queue waits
+#: How deep arrays and objects may nest in a body; the API's bodies nest two deep.
+MAX_DEPTH = 32
+#: A JSON string, escapes and all (RFC 8259 section 7).
+JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
 
 
-def create_app(registry, limits, token=None, load=None, on_loaded=None):
+def create_app(registry, limits, token=None, load=None, on_loaded=None, hosts=None):
     """The application serving `registry`'s models within `limits`.
 
     Args:
@@ -59,6 +63,8 @@ def create_app(registry, limits, token=None, load=None, on_loaded=None):
             run on the batcher's thread when the application starts.
         on_loaded: None, or `on_loaded(error)`, called when `load` ends (error None
             once every model is ready).
+        hosts: the `Hosts` whose names a request's `Host` may give (`Guard`), or None
+            for any (an application made in a test).
     """
     batcher = Batcher(
         measure=lambda key, requests: registry.models[key[0]].measure(key[1], requests),
@@ -88,23 +94,23 @@ def create_app(registry, limits, token=None, load=None, on_loaded=None):
 
     @app.exception_handler(RequestError)
     async def refused(request, error):
-        return _error(error.status, error.message, error.headers)
+        return refusal(error.status, error.message, error.headers)
 
     @app.exception_handler(QueueFull)
     async def queue_full(request, error):
-        return _error(503, f"{error}; try again", {"Retry-After": RETRY_AFTER})
+        return refusal(503, f"{error}; try again", {"Retry-After": RETRY_AFTER})
 
     @app.exception_handler(HTTPException)
     async def http_error(request, error):
-        return _error(error.status_code, str(error.detail), error.headers)
+        return refusal(error.status_code, str(error.detail), error.headers)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request, error):
-        return _error(422, "the request is not valid")
+        return refusal(422, "the request is not valid")
 
     @app.exception_handler(Exception)
     async def failed(request, error):
-        return _error(500, f"the server failed: {first_line(error)}")
+        return refusal(500, f"the server failed: {first_line(error)}")
 
     def ready():
         if not registry.ready:
@@ -202,14 +208,16 @@ def create_app(registry, limits, token=None, load=None, on_loaded=None):
         return JSONResponse(record)
 
     page_text = page_html()  # built once: its files do not change while it serves
+    page_policy = {"Content-Security-Policy": content_security_policy(page_text)}
 
     @app.get("/", response_class=HTMLResponse)
     async def page():
         """The attention page."""
-        return HTMLResponse(page_text)
+        return HTMLResponse(page_text, headers=page_policy)
 
     if token is not None:
         app.add_middleware(BearerToken, token=token)
+    app.add_middleware(Guard, hosts=hosts)  # the outermost: it sees every request first
     return app
 
 
@@ -266,11 +274,6 @@ def _line(text, where, limits):
     if len(text) > limits.max_chars:
         raise RequestError(413, f"{where}: {len(text)} characters; at most "
                            f"{limits.max_chars} (--max-chars)")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as error:
-        raise RequestError(422, f"{where}: not valid Unicode (a lone surrogate at "
-                           f"character {error.start})") from None
     return " ".join(text.split("\n"))
 
 
@@ -307,7 +310,13 @@ def _hypothesis(hypothesis, alignment, attention):
 
 
 async def _read_json(request, limits):
-    """The request's body as JSON, within `max_body_bytes`."""
+    """The request's body as JSON, within `max_body_bytes` and `MAX_DEPTH`; sent as
+    `application/json` (415 otherwise: see `attncli.serve.access`)."""
+    given = request.headers.get("content-type", "")
+    if given.partition(";")[0].strip().lower() != "application/json":
+        sent = f"not {shown(given, 60)}" if given else "none was given"
+        raise RequestError(415, "send the body as JSON with 'Content-Type: "
+                           f"application/json' ({sent})")
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limits.max_body_bytes:
         raise RequestError(413, f"the body has {declared} bytes; at most "
@@ -322,14 +331,22 @@ async def _read_json(request, limits):
         text = body.decode("utf-8")
     except UnicodeDecodeError as error:
         raise RequestError(400, f"the body is not UTF-8 (byte {error.start})") from None
+    depth = _depth(text)
+    if depth > MAX_DEPTH:
+        raise RequestError(400, f"the body nests arrays and objects {depth} deep; at most "
+                           f"{MAX_DEPTH}")
     try:
         return json.loads(text)
     except ValueError as error:
         raise RequestError(400, f"the body is not JSON: {first_line(error)}") from None
 
 
-def _error(status, message, headers=None):
-    return JSONResponse({"error": message}, status, headers)
+def _depth(text):
+    """How deep arrays and objects nest in the JSON `text`, counted before it is parsed:
+    `json.loads` recurses once a level, and 1,000 levels pass Python's stack."""
+    brackets = re.sub(r"[^\[\]{}]+", "", JSON_STRING.sub("", text))
+    return max(itertools.accumulate(1 if bracket in "[{" else -1 for bracket in brackets),
+               default=0)
 
 
 def _body(model):
@@ -341,56 +358,7 @@ def _body(model):
 
 def _responses(model):
     error = {"model": schemas.ErrorResponse}
-    answers = {status: error for status in (400, 401, 404, 413, 422, 503)}
+    answers = {status: error for status in (400, 401, 403, 404, 413, 415, 421, 422, 503)}
     if model is not None:
         answers[200] = {"model": model}
     return answers
-
-
-class BearerToken:
-    """ASGI middleware: every request needs `Authorization: Bearer TOKEN` (401 else).
-
-    For a browser, which cannot add a header when it opens a page, `GET /?token=TOKEN`
-    is accepted too: its answer sets the token as an HTTP-only, same-site cookie, which
-    the page's own requests then carry and which is accepted as the header is.
-    """
-
-    def __init__(self, app, token):
-        self.app = app
-        self.token = token.encode("utf-8")
-
-    def _matches(self, given):
-        return given is not None and hmac.compare_digest(given.encode("utf-8"), self.token)
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        headers = {name: value.decode("latin-1") for name, value in scope["headers"]}
-        scheme, _, given = headers.get(b"authorization", "").partition(" ")
-        cookie = SimpleCookie()
-        with contextlib.suppress(Exception):
-            cookie.load(headers.get(b"cookie", ""))
-        from_cookie = cookie[TOKEN_COOKIE].value if TOKEN_COOKIE in cookie else None
-        if (scheme.lower() == "bearer" and self._matches(given.strip())) or \
-                self._matches(from_cookie):
-            return await self.app(scope, receive, send)
-        if scope["path"] == "/" and scope["method"] == "GET":
-            query = parse_qs(scope["query_string"].decode("latin-1"))
-            if self._matches((query.get("token") or [None])[0]):
-                return await self.app(scope, receive, _setting_cookie(send, self.token))
-        response = _error(401, "this server needs its token: send the header "
-                          "'Authorization: Bearer TOKEN'", {"WWW-Authenticate": "Bearer"})
-        await response(scope, receive, send)
-
-
-def _setting_cookie(send, token):
-    cookie = (f"{TOKEN_COOKIE}={token.decode('utf-8')}; HttpOnly; SameSite=Strict; "
-              "Path=/").encode("latin-1")
-
-    async def sending(message):
-        if message["type"] == "http.response.start":
-            message = {**message, "headers": [*message.get("headers", []),
-                                              (b"set-cookie", cookie)]}
-        await send(message)
-
-    return sending

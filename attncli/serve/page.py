@@ -8,7 +8,10 @@ the sentence's attention view and every step's walk go into
 of asking a server.
 """
 
+import base64
+import hashlib
 import json
+import re
 from importlib import resources
 from pathlib import Path
 
@@ -68,6 +71,24 @@ def page_html(embedded=None):
     page = _inline(page, DATA, f'<script type="application/json" id="attncli-data">{data}'
                                "</script>")
     return _inline(page, SCRIPT, f"<script>\n{script}</script>")
+
+
+def content_security_policy(page):
+    """The Content-Security-Policy a server sends with `page` (a `page_html()`): the
+    page's own inline stylesheet and script, named by their SHA-256 (CSP Level 2's hash
+    sources), and nothing else runs or styles it (the JSON data block is never run);
+    it asks its own server only, its form is sent by its script alone, and no page may
+    frame it."""
+
+    def sources(tag):
+        texts = re.findall(rf"<{tag}>(.*?)</{tag}>", page, flags=re.DOTALL)
+        return " ".join(
+            f"'sha256-{base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()}'"
+            for text in texts)
+
+    return (f"default-src 'none'; script-src {sources('script')}; style-src "
+            f"{sources('style')}; connect-src 'self'; img-src data:; base-uri 'none'; "
+            "form-action 'none'; frame-ancestors 'none'")
 
 
 def check_html_path(path):

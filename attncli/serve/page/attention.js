@@ -695,7 +695,19 @@
     }
   }
 
+  // Opened as /?token=TOKEN, the page's answer has set the token as a cookie: the address
+  // bar and the history need it no more, and would show it to anyone looking.
+  function forgetToken() {
+    const address = new URL(window.location.href);
+    if (address.searchParams.has("token")) {
+      address.searchParams.delete("token");
+      window.history.replaceState(window.history.state, "",
+        address.pathname + address.search + address.hash);
+    }
+  }
+
   async function startWithServer() {
+    forgetToken();
     byId("translate-form").hidden = false;
     byId("translate-form").addEventListener("submit", submit);
     try {
