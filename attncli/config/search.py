@@ -3,7 +3,7 @@
 import dataclasses
 import math
 
-from attncli.errors import clipped
+from attncli.errors import clipped, shown
 
 # The longest translations a search may be asked for: a translation this many times
 # its source's length, plus this many tokens.
@@ -12,6 +12,7 @@ MAX_LENGTH_OFFSET = 100_000
 
 SAMPLING_METHODS = ("random", "topk", "topp")
 MAX_SAMPLES = 100  # translations drawn per sentence
+MAX_TOP_K = 2**31 - 1  # topk:K, an int32 in the graph
 MIN_TEMPERATURE = 0.001  # below it, logit / T overflows float64 for large logits
 MAX_TEMPERATURE = 100.0
 MAX_SEED = 2**63 - 1
@@ -150,6 +151,10 @@ class Sampling:
                              f"method={self.method}")
         if self.top_k is not None and self.top_k < 1:
             raise ValueError(f"topk:K needs an integer K >= 1. Received: K={self.top_k}")
+        if self.top_k is not None and self.top_k > MAX_TOP_K:
+            # K is an int32 in the search's graph (which takes min(K, vocabulary size)).
+            raise ValueError(f"topk:K needs K <= {MAX_TOP_K} (a K past the vocabulary's "
+                             f"size keeps every token). Received: K={shown(self.top_k)}")
         if self.top_p is not None and not 0 < self.top_p <= 1:
             raise ValueError(f"topp:P needs a number P in (0, 1]. Received: P={self.top_p}")
         _check_range("temperature", self.temperature, MIN_TEMPERATURE, MAX_TEMPERATURE)

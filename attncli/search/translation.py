@@ -217,18 +217,25 @@ class Translator:
 
     def check_prefixes(self, texts, prefixes):
         """Raises `PrefixError` (one line) for the first prefix that cannot be forced: one
-        that is not blank but has no token, only unknown tokens, a reserved token
-        (`[START]`, `[END]`, ...), or as many tokens as its sentence's translation may
-        have (`max_length_ratio` x source tokens + `max_length_offset`). A blank prefix
-        forces nothing."""
+        that is not blank but has no token, only unknown tokens, a reserved token written
+        in it (`[START]`, `[END]`, `[PAD]`, in any case: whether a tokenizer keeps it whole
+        or cuts it into `[`, `end`, `]`), or as many tokens as its sentence's
+        translation may have (`max_length_ratio` x source tokens + `max_length_offset`).
+        A blank prefix forces nothing."""
         rows = [index for index, prefix in enumerate(prefixes) if prefix.strip()]
         if not rows:
             return
+        reserved = (PAD_TOKEN, START_TOKEN, END_TOKEN)  # [UNK] is what unknown words force
+        for index in rows:
+            written = [token for token in reserved if token.lower() in prefixes[index].lower()]
+            if written:
+                raise PrefixError(f"the prefix {shown(prefixes[index])} writes the reserved "
+                                  f"token{'s' if len(written) > 1 else ''} "
+                                  f"{', '.join(written)}; leave it out", index)
         tokens = self.target_tokenizer.tokenize(tf.constant([prefixes[i] for i in rows]))
         source_lengths = self.source_tokenizer.tokenize(
             tf.constant([texts[i] for i in rows])).row_lengths().numpy() + int(self.source_end)
         known = set(self.target_tokenizer.vocabulary.tokens) - {UNK_TOKEN}
-        reserved = {PAD_TOKEN, START_TOKEN, END_TOKEN}
         search = self.search_config
         for index, row, source_length in zip(rows, tokens.to_list(), source_lengths):
             prefix = shown(prefixes[index])
@@ -236,10 +243,6 @@ class Translator:
             if not row:
                 raise PrefixError(f"the prefix {prefix} has no token the target tokenizer "
                                   "keeps; give words the model writes", index)
-            if set(row) & reserved:
-                raise PrefixError(f"the prefix {prefix} holds a reserved token "
-                                  f"({', '.join(sorted(set(row) & reserved))}); leave it out",
-                                  index)
             if not set(row) & known:
                 raise PrefixError(f"the prefix {prefix} has no token of the model's target "
                                   "vocabulary: forced, it would be [UNK] only; give words "

@@ -2,16 +2,23 @@
 
 Requests are validated strictly: a field of the wrong type (`"beam": "5"`,
 `"alignments": 1`) or a field the API does not know is refused, not converted or
-ignored. The response models document the API at `/docs`; responses are built as
+ignored, and so is a string that is not text (`NOT_TEXT`), wherever it is. The response models document the API at `/docs`; responses are built as
 plain dicts.
 """
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from attncli.errors import shown
+from attncli.errors import clipped, shown
 from attncli.serve.limits import RequestError
+
+#: What no text holds: a lone surrogate (half of a UTF-16 pair: JSON's `"\ud800"`
+#: escape makes one, and no encoder can write it) and the 66 non-characters, which
+#: Unicode keeps out of interchange (U+FDD0..U+FDEF and the last two of each plane).
+NOT_TEXT = re.compile("[\ud800-\udfff\ufdd0-\ufdef" + "".join(
+    chr(plane << 16 | 0xFFFE) + chr(plane << 16 | 0xFFFF) for plane in range(17)) + "]")
 
 MODEL_NAME = Field(None, max_length=200,
                    description="A model's name (GET /models); the first model if absent.")
@@ -122,13 +129,12 @@ def parse(model, data):
         RequestError: 422, the first problem in one line (`texts[2]: Input should be a
             valid string`).
     """
+    check_text(data)
     try:
         return model.model_validate(data)
     except ValidationError as error:
         first = error.errors(include_url=False)[0]
-        where = "".join(
-            f"[{part}]" if isinstance(part, int) else f".{part}" for part in first["loc"]
-        ).lstrip(".")
+        where = _where(first["loc"])
         message = first["msg"]
         if first["type"] == "extra_forbidden":
             known = ", ".join(model.model_fields)
@@ -138,3 +144,32 @@ def parse(model, data):
         elif "input" in first and not isinstance(first["input"], (dict, list)):
             message += f". Received: {shown(first['input'], 40)}"
         raise RequestError(422, f"{where or 'body'}: {message}") from None
+
+
+def check_text(data, where=()):
+    """Refuse (422) the first string in `data` (decoded JSON), field name or value,
+    that holds a character of `NOT_TEXT`, named by where it is (`texts[1]`)."""
+    if isinstance(data, str):
+        found = NOT_TEXT.search(data)
+        if found is not None:
+            character = ord(found.group())
+            kind = ("a lone surrogate" if 0xD800 <= character <= 0xDFFF else
+                    "a non-character")
+            raise RequestError(422, f"{_where(where) or 'body'}: not valid Unicode ({kind}, "
+                               f"U+{character:04X}, at character {found.start()})")
+    elif isinstance(data, dict):
+        for key, value in data.items():
+            check_text(key, where)
+            check_text(value, (*where, key))
+    elif isinstance(data, list):
+        for index, value in enumerate(data):
+            check_text(value, (*where, index))
+
+
+def _where(location):
+    """A field's place as a message names it (`texts[2]`, `model`), at most 80
+    characters; a name no field has is quoted (`['a b']`)."""
+    where = "".join(f"[{part}]" if isinstance(part, int) else
+                    f".{part}" if part.isidentifier() else f"[{shown(part, 40)}]"
+                    for part in location)
+    return clipped(where.lstrip("."), 80)
