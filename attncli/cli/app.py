@@ -483,6 +483,13 @@ def serve(
                           "server to other machines.")
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port; 0 picks a free one.")] = 8000,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option("--allow-host", metavar="NAME",
+                     help="Also answer requests that name the server NAME (its Host "
+                     "header), and pages of NAME. Besides localhost, loopback addresses and "
+                     "--host. Repeat for more."),
+    ] = None,
     token: Annotated[
         str | None,
         typer.Option(metavar="TOKEN", envvar="ATTNCLI_TOKEN",
@@ -526,7 +533,7 @@ def serve(
     }
     code = run_server(
         run_path=run, ensemble=ensemble or [], named=models or [], host=host, port=port,
-        token=token, limits=limits, console=_stderr_console(),
+        allowed=allow_host or [], token=token, limits=limits, console=_stderr_console(),
         load_tensorflow=lambda: _load_tensorflow(ctx),
     )
     raise typer.Exit(code=code)

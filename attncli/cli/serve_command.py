@@ -2,9 +2,11 @@
 
 The socket is bound first (a port in use is a one-line error, `--port 0` picks a free
 one), then the models load and their searches trace on the batcher's thread while
-`GET /health` answers 503; the line `serving on http://HOST:PORT` on stderr says where,
-and `ready: ...` when every model is. SIGTERM or Ctrl-C stops taking connections,
-finishes the requests in flight and exits 0. `attncli.serve.app` describes the API.
+`GET /health` answers 503; the line `serving on http://HOST:PORT` on stderr says where
+(with a warning when that is beyond loopback and there is no token), and `ready: ...`
+when every model is. SIGTERM or Ctrl-C stops taking connections, finishes the requests
+in flight and exits 0. `attncli.serve.app` describes the API; `attncli.serve.access`
+who may use it.
 
 TensorFlow is imported with its oneDNN kernels off (`TF_ENABLE_ONEDNN_OPTS=0`, unless
 the environment sets it): they keep a compiled primitive for every input shape they
@@ -14,6 +16,7 @@ kernels cost the server the same CPU time and give the same translations
 (docs/serving.md, "Memory").
 """
 
+import ipaddress
 import os
 import re
 import signal
@@ -25,6 +28,7 @@ from attncli.cli.runs import model_directory, run_name
 from attncli.errors import AttncliError, clipped, first_line, shown
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+HOST_NAME = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")  # labels joined by dots
 
 
 def model_specs(run_path, ensemble, named):
@@ -80,11 +84,35 @@ def listen(host, port):
     return sock
 
 
-def serve(*, run_path, ensemble, named, host, port, token, limits, console, load_tensorflow):
+def allowed_hosts(host, allowed):
+    """The `Hosts` of `--host` and each `--allow-host NAME`, checked: a name is a host
+    name or an IP address, without a scheme, a port or a path."""
+    from attncli.serve.access import Hosts
+
+    for name in allowed:
+        if not (HOST_NAME.fullmatch(name) or _is_address(name)):
+            raise AttncliError(
+                f"--allow-host {shown(name)}: give a host name or an address as a browser's "
+                "address bar has it, without http:// or a port, e.g. --allow-host myhost.lan"
+            )
+    return Hosts(host, allowed)
+
+
+def _is_address(name):
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+def serve(*, run_path, ensemble, named, host, port, allowed, token, limits, console,
+          load_tensorflow):
     """Run `attncli serve` until SIGTERM or Ctrl-C; returns the exit code."""
     from attncli.serve.limits import Limits
 
     specs = model_specs(run_path, ensemble, named)
+    hosts = allowed_hosts(host, allowed)
     try:
         limits = Limits(**limits)
     except ValueError as error:
@@ -104,6 +132,11 @@ def serve(*, run_path, ensemble, named, host, port, token, limits, console, load
     console.print(f"serving on http://{where}:{bound[1]} (loading {len(specs)} model"
                   f"{'s' if len(specs) > 1 else ''}; GET /health answers 503 until ready)",
                   highlight=False, soft_wrap=True)
+    if token is None and not ipaddress.ip_address(bound[0].partition("%")[0]).is_loopback:
+        console.print(f"[bold red]WARNING:[/] listening on {where}, beyond this machine, "
+                      "with no --token: anyone who can reach this port can use the server. "
+                      "Give --token (or ATTNCLI_TOKEN), or --host 127.0.0.1",
+                      highlight=False, soft_wrap=True)
 
     import uvicorn
 
@@ -127,7 +160,8 @@ def serve(*, run_path, ensemble, named, host, port, token, limits, console, load
         failures.append(error)
         server.should_exit = True
 
-    app = create_app(registry, limits, token=token, load=load, on_loaded=on_loaded)
+    app = create_app(registry, limits, token=token, load=load, on_loaded=on_loaded,
+                     hosts=hosts)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
                             timeout_graceful_shutdown=None)
     server = uvicorn.Server(config)

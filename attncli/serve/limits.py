@@ -7,6 +7,10 @@ with 503 and `Retry-After`.
 
 import dataclasses
 
+#: The longest a batch may wait for more texts, in milliseconds: on a quiet server every
+#: request waits that long for its answer.
+MAX_BATCH_WAIT_MS = 1000
+
 
 @dataclasses.dataclass(frozen=True)
 class Limits:
@@ -29,7 +33,7 @@ class Limits:
             batcher stops adding texts to a batch past it (one text alone may pass
             it). Defaults to 4096.
         batch_wait_ms: how long a batch waits for more texts after its first
-            arrived, in milliseconds. Defaults to 3.
+            arrived, in milliseconds, at most `MAX_BATCH_WAIT_MS`. Defaults to 3.
     """
 
     max_body_bytes: int = 1 << 20
@@ -47,6 +51,9 @@ class Limits:
             if not value >= least:
                 flag = "--" + field.name.replace("_", "-")
                 raise ValueError(f"{flag} must be >= {least}. Received: {flag}={value}")
+        if not self.batch_wait_ms <= MAX_BATCH_WAIT_MS:
+            raise ValueError(f"--batch-wait-ms must be in [0, {MAX_BATCH_WAIT_MS}] "
+                             f"(milliseconds). Received: --batch-wait-ms={self.batch_wait_ms}")
         if self.max_texts > self.max_queue:
             raise ValueError(
                 f"--max-texts ({self.max_texts}) is larger than --max-queue "
