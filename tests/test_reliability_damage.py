@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 from attncli_runs import (  # noqa: F401  (run and trained are fixtures)
@@ -22,6 +23,8 @@ from typer.testing import CliRunner
 
 from attncli.cli.app import app
 from attncli.files import clear_abandoned
+
+FIXTURE_RUN = Path(__file__).resolve().parent / "fixtures" / "run-0.1.0"
 
 
 def translate_error(run, tmp_path):
@@ -89,8 +92,34 @@ def test_a_deleted_vocabulary_is_named_on_resume_and_never_learned_again(run, tm
     message = one_line_error(attncli("train", "--resume", "--run-dir", run,
                                      "--set", "training.epochs=2", cwd=tmp_path))
     assert f"{run / 'target.vocab.txt'} is missing; the run cannot go on" in message
+    assert "put them back (its model keeps a copy in model/), or start again" in message
     assert not (run / "target.vocab.txt").exists()
     assert len((run / "metrics.jsonl").read_text().splitlines()) == 1
+    # Without the model's copy, the message points to none.
+    (run / "model" / "target.vocab.txt").unlink()
+    message = one_line_error(CliRunner().invoke(app, ["train", "--resume", "--run-dir", str(run)]))
+    assert "put them back, or start again with --overwrite" in message
+    assert "copy" not in message
+
+
+@pytest.mark.slow
+def test_a_run_stopped_before_its_target_vocabulary_is_written_says_so_on_resume(tmp_path):
+    # What a run killed while it learned its vocabularies leaves: its configuration and
+    # the source side's vocabulary, no target side's, no checkpoint and no model.
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("run.json", "config.yaml", "source.vocab.txt", "source.tokenizer.json"):
+        shutil.copy(FIXTURE_RUN / name, run / name)
+    message = one_line_error(CliRunner().invoke(app, ["train", "--resume", "--run-dir", str(run)]))
+    assert message == (
+        f"Error: {run} stopped while its vocabularies were written, before training "
+        "(target.tokenizer.json is missing): there is nothing to resume; start it again "
+        "with --overwrite"
+    )
+    # Nothing learned or written (its lock aside).
+    assert sorted(path.name for path in run.iterdir() if path.name != ".writer.lock") == [
+        "config.yaml", "run.json", "source.tokenizer.json", "source.vocab.txt",
+    ]
 
 
 @pytest.mark.slow
@@ -99,6 +128,20 @@ def test_resuming_a_finished_run_says_there_is_nothing_to_train(run):
                                 env={"COLUMNS": "500"})
     assert result.exit_code == 0, result.output
     assert "the run is finished (1 of 1 epochs trained), nothing to train" in result.stderr
+    assert "epoch 2, batch 0" not in result.stderr
+    assert len((run / "metrics.jsonl").read_text().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_resuming_a_run_whose_time_budget_is_spent_says_how_to_extend_it(run):
+    # Its one epoch took more than 0.06 seconds: a budget of 0.001 minutes is spent.
+    result = CliRunner().invoke(app, ["train", "--resume", "--run-dir", str(run), "--set",
+                                      "training.epochs=2", "--set", "training.max_minutes=0.001"],
+                                env={"COLUMNS": "500"})
+    assert result.exit_code == 0, result.output
+    assert ("the time budget of 0.001 minutes is spent (a total across resumes), nothing to "
+            "train (give more with --set training.max_minutes=M, M above 0.001)") in result.stderr
+    assert "finished: the time budget of 0.001 minutes is spent" in result.stderr
     assert "epoch 2, batch 0" not in result.stderr
     assert len((run / "metrics.jsonl").read_text().splitlines()) == 1
 

@@ -301,13 +301,21 @@ def prepare_tokenizers(config, run, splits, resume, init_from=None, data_dir=Non
     if resume and (run.has_progress() or any(path.exists() for path in files)):
         # The run's model was built on these vocabularies: they are never learned again.
         missing = [path.name for path in files if not path.exists()]
+        if missing and not run.has_progress():
+            raise AttncliError(
+                f"{run.path} stopped while its vocabularies were written, before training "
+                f"({missing[0]} is missing): there is nothing to resume; start it again "
+                "with --overwrite"
+            )
         if missing:
+            kept = all((run.model_dir / name).is_file() for name in missing)
             raise AttncliError(
                 f"{run.path / missing[0]} is missing"
                 + (f" (and {', '.join(missing[1:])})" if missing[1:] else "")
                 + "; the run cannot go on without the vocabularies it trained with: put "
-                f"them back (its model keeps a copy in {run.model_dir.name}/), or start "
-                "again with --overwrite"
+                + (f"them back (its model keeps a copy in {run.model_dir.name}/)" if kept
+                   else "them back")
+                + ", or start again with --overwrite"
             )
         return tuple(Tokenizer.load(run.path, name) for name in names)
     if init_from is not None:
@@ -435,6 +443,14 @@ def restore_checkpoint(checkpoint, workers, run, progress, position, config):
         progress.message(
             f"resuming from {restored}: the run is finished ({epoch} of {epochs} epochs "
             "trained), nothing to train (give more with --set training.epochs=N)"
+        )
+        return True
+    minutes, trained = config.training.max_minutes, float(position.seconds.numpy()) / 60
+    if minutes is not None and trained >= minutes:
+        progress.message(
+            f"resuming from {restored}: the time budget of {minutes:g} minutes is spent "
+            f"(a total across resumes), nothing to train (give more with --set "
+            f"training.max_minutes=M, M above {minutes:g})"
         )
         return True
     progress.message(f"resuming from {restored}: epoch {epoch + 1}, "
