@@ -36,6 +36,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
 from attncli.errors import AttncliError, first_line, shown
 from attncli.serve import schemas
@@ -108,6 +109,10 @@ def create_app(registry, limits, token=None, load=None, on_loaded=None, hosts=No
     async def invalid(request, error):
         return refusal(422, "the request is not valid")
 
+    @app.exception_handler(ClientDisconnect)
+    async def gone(request, error):
+        return refusal(400, "the client left before its answer")  # read by nobody
+
     @app.exception_handler(Exception)
     async def failed(request, error):
         return refusal(500, f"the server failed: {first_line(error)}")
@@ -150,7 +155,7 @@ def create_app(registry, limits, token=None, load=None, on_loaded=None, hosts=No
                  enumerate(body.texts)]
         filled = [index for index, line in enumerate(lines) if line.strip()]
         weights = body.alignments or body.attention
-        results = await _submit(batcher, (model.name, search, weights),
+        results = await _submit(request, batcher, (model.name, search, weights),
                                 [lines[index] for index in filled], filled, limits)
         output = [{"text": "", "score": None} for _ in lines]
         for index, result in zip(filled, results):
@@ -221,13 +226,33 @@ def create_app(registry, limits, token=None, load=None, on_loaded=None, hosts=No
     return app
 
 
-async def _submit(batcher, key, texts, positions, limits):
+async def _submit(request, batcher, key, texts, positions, limits):
     """The batcher's results of `texts`, a text too long turned into a `RequestError`
-    (a full queue is answered by the application's handler of `QueueFull`)."""
+    (a full queue is answered by the application's handler of `QueueFull`).
+
+    When the client leaves first (or the request is cancelled), the batcher's future is
+    cancelled, so its texts not yet batched are dropped, and `ClientDisconnect` raised.
+    """
+    results = batcher.submit(key, texts)
+    gone = asyncio.ensure_future(_disconnected(request))
     try:
-        return await batcher.submit(key, texts)
+        await asyncio.wait({results, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not results.done():
+            results.cancel()
+    if results.cancelled():
+        raise ClientDisconnect()
+    try:
+        return results.result()
     except TextTooLong as error:
         raise _too_long(error, f"texts[{positions[error.position]}]", limits) from None
+
+
+async def _disconnected(request):
+    """Returns when the client of `request`, whose body was read, disconnects."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def _reference(body, limits):

@@ -7,14 +7,18 @@ releases the GIL while it computes):
 1. Intake: the texts of the requests that arrived are measured (`measure`, one call per
    key for all its requests: each text's cost, or a request's refusal), then queued in
    the group of requests with the same key (model and search settings: only they can
-   share a batch).
-2. Waiting: the group whose oldest request arrived first is served next. While its
-   texts cost less than the budget, it waits for more: until `batch_wait` after that
-   request arrived; or, right after a batch, until as many texts wait as were in the
-   server while that batch ran (its clients, answered, are likely to send again),
-   for `RETURN_WAIT` at most. Without this, clients that each wait for their answer
-   before sending again split into two halves served in turn, by batches half as large
-   (and a search of a small batch costs more per sentence).
+   share a batch). A request whose client left (its future cancelled) is dropped there
+   or before the next batch: its texts not yet batched are never computed.
+2. Waiting: the groups take turns, one batch each: the group served least recently
+   goes next (among those never served, the one whose oldest request came first), so
+   a request of one text waits at most one batch of each other group, whatever their
+   size. While the group's texts cost less than the budget, it waits for more: until
+   `batch_wait` after its oldest request arrived; or, right after a batch, until as
+   many texts wait as were in the server while that batch ran (its clients, answered,
+   are likely to send again), for `RETURN_WAIT` at most. Without this, clients that
+   each wait for their answer before sending again split into two halves served in
+   turn, by batches half as large (and a search of a small batch costs more per
+   sentence).
 3. Batching, fairly: the group's requests give chunks of at most `chunk_texts` texts in
    turn (round robin: a request that gave a chunk goes to the back) until the batch's
    cost reaches `batch_tokens`. A request of 500 texts gives one chunk per turn, so
@@ -32,6 +36,7 @@ queued and ends the thread.
 
 import asyncio
 import collections
+import itertools
 import threading
 import time
 
@@ -90,6 +95,8 @@ class Batcher:
         self._pending = 0  # texts and calls not yet answered (shared with the loop)
         self._closing = False
         self._groups = {}  # key -> deque of measured jobs (worker thread only)
+        self._turns = itertools.count()
+        self._last_turn = {}  # key -> the turn a group of self._groups last had
         self._last_batch_end = -RETURN_WAIT  # time.monotonic() (worker thread only)
         self._expected = 0  # texts in the server while the last batch ran (worker only)
         self._thread = threading.Thread(target=self._work, name="attncli-batcher", daemon=True)
@@ -200,9 +207,11 @@ class Batcher:
             self._drop_finished(jobs)
             if not jobs:
                 del self._groups[key]
+                self._last_turn.pop(key, None)
         if not self._groups:
             return None
-        key = min(self._groups, key=lambda key: self._groups[key][0].arrived)
+        key = min(self._groups, key=lambda key: (self._last_turn.get(key, -1),
+                                                 self._groups[key][0].arrived))
         jobs = self._groups[key]
         waiting = sum(sum(job.costs[job.next:]) for job in jobs)
         with self._ready:
@@ -220,6 +229,7 @@ class Batcher:
             if now < deadline:
                 self._ready.wait(deadline - now)
                 return None
+        self._last_turn[key] = next(self._turns)
         return self._take(jobs)
 
     def _drop_finished(self, jobs):

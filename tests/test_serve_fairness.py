@@ -1,0 +1,122 @@
+"""Fair batching without a model: requests of other settings take turns with a large
+one, and the texts of a client that left are never computed (a fake model behind a
+real uvicorn server, over real sockets)."""
+
+import asyncio
+import contextlib
+import json
+import socket
+import threading
+import time
+
+import httpx
+import uvicorn
+from test_serve_batching import batcher, fake_app
+
+
+def test_a_small_request_of_other_settings_waits_one_batch_not_the_large_request():
+    batches, first_running, go_on = [], threading.Event(), threading.Event()
+
+    def run(key, texts):
+        batches.append((key, len(texts)))
+        first_running.set()
+        go_on.wait(30)
+        return texts
+
+    async def main():
+        worker = batcher(run, batch_tokens=100)
+        worker.start()
+        large = worker.submit("beam 16", [f"large {i}" for i in range(500)])
+        await asyncio.to_thread(first_running.wait, 30)
+        small = worker.submit("greedy", ["small"])  # while the large one's first batch runs
+        go_on.set()
+        results = await asyncio.gather(large, small)
+        worker.close()
+        return results
+
+    large, small = asyncio.run(main())
+    assert small == ["small"] and len(large) == 500
+    # Its turn comes right after the batch that was running when it arrived.
+    assert batches == [("beam 16", 100), ("greedy", 1)] + [("beam 16", 100)] * 4
+
+
+def test_groups_take_turns_one_batch_each():
+    batches = []
+
+    def run(key, texts):
+        batches.append(key)
+        return texts
+
+    async def main():
+        worker = batcher(run, batch_tokens=10)
+        futures = [worker.submit(key, ["x"] * count) for key, count in
+                   (("a", 30), ("b", 20), ("c", 5))]
+        worker.start()
+        await asyncio.gather(*futures)
+        worker.close()
+
+    asyncio.run(main())
+    assert batches == ["a", "b", "c", "a", "b", "a"]
+
+
+@contextlib.contextmanager
+def serving(app):
+    """`app` served by uvicorn on a free loopback port, in a thread: the port."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]})
+    thread.start()
+    try:
+        while not server.started:
+            time.sleep(0.05)
+        yield sock.getsockname()[1]
+    finally:
+        server.should_exit = True
+        thread.join(60)
+        sock.close()
+
+
+def wait_until(condition, seconds=10):
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_the_texts_of_clients_that_left_are_not_computed():
+    app, model = fake_app()
+    computed, translate = [], model.translate
+
+    def counting(search, weights, texts):
+        computed.extend(texts)
+        return translate(search, weights, texts)
+
+    model.translate = counting
+    model.release.clear()
+    batcher_of_app = app.state.batcher
+    submitted, submit = [], batcher_of_app.submit
+    batcher_of_app.submit = lambda key, texts: submitted.append(submit(key, texts)) or submitted[-1]
+    with serving(app) as port:
+        url = f"http://127.0.0.1:{port}"
+        first = threading.Thread(target=lambda: httpx.post(
+            f"{url}/translate", json={"texts": ["first"]}, timeout=60))
+        first.start()
+        wait_until(lambda: computed == ["first"])  # the worker is busy with it
+        for client in range(3):
+            body = json.dumps({"texts": [f"left {client} {i}" for i in range(300)],
+                               "beam": 16}).encode()
+            with socket.create_connection(("127.0.0.1", port)) as connection:
+                connection.sendall(
+                    b"POST /translate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                    b"application/json\r\nContent-Length: " + str(len(body)).encode()
+                    + b"\r\n\r\n" + body)
+                wait_until(lambda: len(submitted) == 2 + client)
+        # Each request that lost its client is cancelled while the worker is still busy.
+        wait_until(lambda: all(future.cancelled() for future in submitted[1:]))
+        model.release.set()
+        first.join(60)
+        wait_until(lambda: batcher_of_app.pending == 0)
+        after = httpx.post(f"{url}/translate", json={"texts": ["after"]}).json()
+    assert after["translations"][0]["text"] == "retfa"
+    assert computed == ["first", "after"]
