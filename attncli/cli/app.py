@@ -518,11 +518,23 @@ def serve(
     batch_wait_ms: Annotated[
         float, typer.Option(metavar="MS", help="How long a batch waits for more texts.")
     ] = Limits.batch_wait_ms,
+    max_connections: Annotated[
+        int, typer.Option(help="Connections open at once; past it, 503.")
+    ] = Limits.max_connections,
+    header_timeout: Annotated[
+        float, typer.Option(metavar="SECONDS", help="Time a request's headers may take; "
+                            "past it, 408 and the connection closed.")
+    ] = Limits.header_timeout,
+    body_timeout: Annotated[
+        float, typer.Option(metavar="SECONDS", help="Time a request's body may take after "
+                            "its headers; past it, 408 and the connection closed.")
+    ] = Limits.body_timeout,
 ):
     """Serve translations and attention over HTTP: a JSON API and a page at /.
 
     Loads each model once and traces its searches; GET /health answers 200 when ready.
-    The API is described at /docs. SIGTERM or Ctrl-C finishes the requests in flight.
+    The API is described at /docs. SIGTERM or Ctrl-C closes the connections still
+    sending a request and finishes the requests in flight.
     """
     from attncli.cli.serve_command import serve as run_server
 
@@ -530,6 +542,8 @@ def serve(
         "max_body_bytes": max_body_bytes, "max_texts": max_texts, "max_chars": max_chars,
         "max_output_tokens": max_output_tokens, "max_beam": max_beam,
         "max_queue": max_queue, "batch_tokens": batch_tokens, "batch_wait_ms": batch_wait_ms,
+        "max_connections": max_connections, "header_timeout": header_timeout,
+        "body_timeout": body_timeout,
     }
     code = run_server(
         run_path=run, ensemble=ensemble or [], named=models or [], host=host, port=port,

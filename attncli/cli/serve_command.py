@@ -4,9 +4,11 @@ The socket is bound first (a port in use is a one-line error, `--port 0` picks a
 one), then the models load and their searches trace on the batcher's thread while
 `GET /health` answers 503; the line `serving on http://HOST:PORT` on stderr says where
 (with a warning when that is beyond loopback and there is no token), and `ready: ...`
-when every model is. SIGTERM or Ctrl-C stops taking connections, finishes the requests
-in flight and exits 0. `attncli.serve.app` describes the API; `attncli.serve.access`
-who may use it.
+when every model is. SIGTERM or Ctrl-C stops taking connections, closes those idle or
+still sending a request, finishes the requests in flight (for `STOP_GRACE` seconds at
+most: then they are cancelled) and exits 0. `attncli.serve.app` describes the API;
+`attncli.serve.access` who may use it, `attncli.serve.connections` how many
+connections, how large and for how long.
 
 TensorFlow is imported with its oneDNN kernels off (`TF_ENABLE_ONEDNN_OPTS=0`, unless
 the environment sets it): they keep a compiled primitive for every input shape they
@@ -16,6 +18,7 @@ kernels cost the server the same CPU time and give the same translations
 (docs/serving.md, "Memory").
 """
 
+import functools
 import ipaddress
 import os
 import re
@@ -29,6 +32,8 @@ from attncli.errors import AttncliError, clipped, first_line, shown
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 HOST_NAME = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")  # labels joined by dots
+#: Seconds the requests being answered get to finish when the server stops.
+STOP_GRACE = 30
 
 
 def model_specs(run_path, ensemble, named):
@@ -141,6 +146,7 @@ def serve(*, run_path, ensemble, named, host, port, allowed, token, limits, cons
     import uvicorn
 
     from attncli.serve.app import create_app
+    from attncli.serve.connections import LimitedHttp
     from attncli.serve.registry import Registry
 
     registry = Registry(specs, limits)
@@ -163,7 +169,8 @@ def serve(*, run_path, ensemble, named, host, port, allowed, token, limits, cons
     app = create_app(registry, limits, token=token, load=load, on_loaded=on_loaded,
                      hosts=hosts)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
-                            timeout_graceful_shutdown=None)
+                            http=functools.partial(LimitedHttp, limits=limits),
+                            timeout_graceful_shutdown=STOP_GRACE)
     server = uvicorn.Server(config)
     # uvicorn handles SIGTERM and SIGINT while it runs (stop listening, finish the
     # requests in flight), then raises the signal again for the handler it found:

@@ -10,6 +10,8 @@ import dataclasses
 #: The longest a batch may wait for more texts, in milliseconds: on a quiet server every
 #: request waits that long for its answer.
 MAX_BATCH_WAIT_MS = 1000
+#: The longest `header_timeout` and `body_timeout`, in seconds.
+MAX_TIMEOUT = 3600
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,6 +36,14 @@ class Limits:
             it). Defaults to 4096.
         batch_wait_ms: how long a batch waits for more texts after its first
             arrived, in milliseconds, at most `MAX_BATCH_WAIT_MS`. Defaults to 3.
+        max_connections: connections open at once; past it a new one is answered
+            503 and closed (`attncli.serve.connections`). Defaults to 512.
+        header_timeout: seconds a request's head (request line and headers) may
+            take, from its first byte (from the connection, for the first request),
+            at most `MAX_TIMEOUT`; 408 past it. Defaults to 10.
+        body_timeout: seconds a request's body may take after its head, at most
+            `MAX_TIMEOUT`; 408 past it. Defaults to 30 (a body of 1 MiB in 30 s is
+            35 kB/s).
     """
 
     max_body_bytes: int = 1 << 20
@@ -44,6 +54,9 @@ class Limits:
     max_queue: int = 4096
     batch_tokens: int = 4096
     batch_wait_ms: float = 3.0
+    max_connections: int = 512
+    header_timeout: float = 10.0
+    body_timeout: float = 30.0
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
@@ -54,6 +67,11 @@ class Limits:
         if not self.batch_wait_ms <= MAX_BATCH_WAIT_MS:
             raise ValueError(f"--batch-wait-ms must be in [0, {MAX_BATCH_WAIT_MS}] "
                              f"(milliseconds). Received: --batch-wait-ms={self.batch_wait_ms}")
+        for name in ("header_timeout", "body_timeout"):
+            if not getattr(self, name) <= MAX_TIMEOUT:
+                flag = "--" + name.replace("_", "-")
+                raise ValueError(f"{flag} must be in [1, {MAX_TIMEOUT}] (seconds). "
+                                 f"Received: {flag}={getattr(self, name)}")
         if self.max_texts > self.max_queue:
             raise ValueError(
                 f"--max-texts ({self.max_texts}) is larger than --max-queue "
