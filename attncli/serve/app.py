@@ -14,6 +14,8 @@ Endpoints (their schemas at `/docs`, `/openapi.json`):
                      "head"?, "step"} -> one attention step (vectors cut to 8
                      components)
     GET  /           the attention page: one HTML file, its stylesheet and script inline
+    GET  /metrics    requests, errors, latency, queue depth and batch sizes in
+                     Prometheus's text format (`attncli.serve.metrics`)
 
 A request refused says why in one line, `{"error": "..."}`, with a 4xx status (503 and
 `Retry-After` while loading or when the queue is full); a failure of the server's own
@@ -34,7 +36,7 @@ import re
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
@@ -43,6 +45,7 @@ from attncli.serve import schemas
 from attncli.serve.access import BearerToken, Guard, refusal
 from attncli.serve.batching import Batcher, QueueFull
 from attncli.serve.limits import RequestError
+from attncli.serve.metrics import Measured, Metrics
 from attncli.serve.page import content_security_policy, page_html
 from attncli.serve.registry import TextTooLong
 
@@ -67,9 +70,11 @@ def create_app(registry, limits, token=None, load=None, on_loaded=None, hosts=No
         hosts: the `Hosts` whose names a request's `Host` may give (`Guard`), or None
             for any (an application made in a test).
     """
+    metrics = Metrics(queue_depth=lambda: batcher.pending)
     batcher = Batcher(
         measure=lambda key, requests: registry.models[key[0]].measure(key[1], requests),
-        run=lambda key, texts: registry.models[key[0]].translate(key[1], key[2], texts),
+        run=metrics.counted(
+            lambda key, texts: registry.models[key[0]].translate(key[1], key[2], texts)),
         batch_tokens=limits.batch_tokens,
         batch_wait=limits.batch_wait_ms / 1000,
         max_queue=limits.max_queue,
@@ -220,9 +225,16 @@ def create_app(registry, limits, token=None, load=None, on_loaded=None, hosts=No
         """The attention page."""
         return HTMLResponse(page_text, headers=page_policy)
 
+    @app.get("/metrics", response_class=Response)
+    async def scrape(request: Request):
+        """The server's metrics in Prometheus's text format."""
+        body, content_type = metrics.text(request.headers.get("accept"))
+        return Response(body, headers={"Content-Type": content_type})
+
     if token is not None:
         app.add_middleware(BearerToken, token=token)
-    app.add_middleware(Guard, hosts=hosts)  # the outermost: it sees every request first
+    app.add_middleware(Guard, hosts=hosts)  # before the token: a foreign Host is told so
+    app.add_middleware(Measured, metrics=metrics)  # the outermost: every answer is counted
     return app
 
 
