@@ -289,15 +289,15 @@ def test_bad_inputs_are_one_line_errors(saved, args, message, tmp_path, monkeypa
 def test_the_decoders_own_attention_folds_its_inputs_one_position_later():
     view = hand_view()
     view.attentions["decoder"] = AttentionMatrices(
-        "decoder", OUTPUT, ["<start>"] + OUTPUT[:-1], "output", "decoder input",
+        "decoder", OUTPUT, ["[START]"] + OUTPUT[:-1], "output", "decoder input",
         [WEIGHTS[None]])
     shown = view.matrix("decoder", words=True)
     w = WEIGHTS
-    # Inputs <start>, clean, ##ed, slate: "cleaned" is columns 1 and 2, "slate" column 3.
+    # Inputs [START], clean, ##ed, slate: "cleaned" is columns 1 and 2, "slate" column 3.
     expected = np.array([
         [(w[0, 0] + w[1, 0]) / 2, (w[0, 1] + w[0, 2] + w[1, 1] + w[1, 2]) / 2,
          (w[0, 3] + w[1, 3]) / 2],
         [w[2, 0], w[2, 1] + w[2, 2], w[2, 3]],
     ])
     np.testing.assert_allclose(shown.weights, expected, atol=1e-12)
-    assert shown.columns == ["<start>", "cleaned", "slate"] and not shown.links
+    assert shown.columns == ["[START]", "cleaned", "slate"] and not shown.links

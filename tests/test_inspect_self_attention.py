@@ -39,7 +39,7 @@ def test_the_mean_cross_attention_of_the_last_layer_is_what_the_search_kept(tran
 
 def test_the_decoder_self_attention_is_causal_and_labelled_by_its_inputs(translated):
     shown = inspect_sentence(*translated[:3]).matrix("decoder", 2, 1)
-    assert shown.columns[0] == "<start>" and shown.rows == list(translated[3].tokens)
+    assert shown.columns[0] == "[START]" and shown.rows == list(translated[3].tokens)
     assert np.all(np.triu(shown.weights, k=1) == 0)
     np.testing.assert_allclose(shown.weights.sum(axis=1), 1.0, rtol=1e-5)
 

@@ -20,7 +20,7 @@ same way), with `attncli.search.alignments.word_weights`:
 
 a row word's row is the mean of its pieces' rows, a column word's column the sum of
 its pieces' columns (the decoder's self-attention: its columns are its inputs,
-`<start>` and each word's pieces one position later). Reserved tokens (`[END]`) are in
+`[START]` and each word's pieces one position later). Reserved tokens (`[END]`) are in
 no word, so a word row need not sum to 1.
 
 Links. The cross-attention's links are `attncli translate --alignments`' rule over
@@ -39,7 +39,7 @@ import numpy as np
 
 from attncli.errors import AttncliError
 
-START_LABEL = "<start>"
+START_LABEL = "[START]"
 
 TITLES = {"cross": "cross-attention", "encoder": "encoder self-attention",
           "decoder": "decoder self-attention"}
@@ -213,7 +213,7 @@ class SentenceView:
         """The words of the rows and of the columns of `attention`'s matrices."""
         if attention == "encoder":
             return self.source_words, self.source_words
-        if attention == "decoder":  # its inputs: <start>, then each token but the last
+        if attention == "decoder":  # its inputs: [START], then each token but the last
             from attncli.search.alignments import Word
 
             count = len(self.tokens)
