@@ -5,6 +5,7 @@ serves, and the page's choices of attention, layer and head on a view of known n
 On a machine without the browser or Playwright these tests skip; with `CI` set they fail.
 """
 
+import contextlib
 import html.parser
 import json
 import os
@@ -15,7 +16,7 @@ import urllib.request
 
 import numpy as np
 import pytest
-
+from matplotlib import colormaps
 from typer.testing import CliRunner
 
 from attncli_runs import start, stop, trained, wait_for  # noqa: F401 (trained: a fixture)
@@ -248,6 +249,8 @@ def test_the_served_page_translates_shows_the_attention_and_walks_a_step(
     best = translated["hypotheses"][0]
     assert tab.inner_text(".translation") == best["text"]
     check_heatmap_and_walk(tab, best["tokens"], translated["source_tokens"])
+    # The first output token's walk names what came before it as the vocabulary does.
+    assert "(after [START])" in tab.inner_text("#walk h3")
     assert {re.sub(r"^http://[^/]+", "", url) for url in tab.requests} == {
         "/", "/models", "/translate", "/inspect", "/step"}
 
@@ -261,7 +264,7 @@ def self_attention_view(layers=2, heads=3):
     generator = np.random.default_rng(0)
     source, output = ["el", "perro", "come", "."], ["the", "dog", "eats", ".", "[END]"]
     shapes = {"cross": (output, source), "encoder": (source, source),
-              "decoder": (output, ["<start>"] + output[:-1])}
+              "decoder": (output, ["[START]"] + output[:-1])}
     attentions, steps = [], {}
     for name, (rows, columns) in shapes.items():
         maps = generator.random((layers, heads, len(rows), len(columns))) * 4
@@ -309,7 +312,7 @@ def test_attention_layer_and_head_are_chosen_and_a_mean_is_shown(tab, tmp_path):
     tab.select_option("#layer", "1")
     tab.select_option("#head", "3")
     shown = tab.evaluate(READ_HEATMAP)
-    assert shown["columns"] == ["<start>", "the", "dog", "eats", "."]
+    assert shown["columns"] == ["[START]", "the", "dog", "eats", "."]
     np.testing.assert_allclose(shown["weights"], heads["decoder"][0, 2], atol=1e-12)
     np.testing.assert_allclose(walk_step(tab, 4), heads["decoder"][0, 2, 3], atol=1e-12)
     # The keyboard reaches a token: focus its button, press Enter.
@@ -322,7 +325,7 @@ def test_attention_layer_and_head_are_chosen_and_a_mean_is_shown(tab, tmp_path):
     tab.keyboard.press("ArrowDown")
     tab.keyboard.press("ArrowRight")
     assert tab.evaluate("document.activeElement.getAttribute('aria-label')").startswith(
-        "output 3 ‘eats’ → source 2 ‘the’")
+        "output 3 eats → source 2 the")
     tab.keyboard.press("Enter")
     tab.wait_for_selector('#walk[data-step="3"]')
     # The encoder's self-attention, its mean walks head 1 and says so.
@@ -447,3 +450,164 @@ def test_the_served_page_shows_the_attention_over_a_reference_with_words_and_gol
     tab.locator(".result .inspect").nth(1).click()
     tab.wait_for_function("!document.querySelector('#reference-score')")
     assert not tab.evaluate(READ_MARKS)["sure"]
+
+
+# ---- colours, keyboard, read-out, tokens, loading, walk width (issue 47) ----------------
+
+# Matplotlib's "Blues" as `inspect-weights --png` draws it (vmin 0, vmax 1).
+BLUES = colormaps["Blues"]
+READ_BACKGROUNDS = """() => [...document.querySelectorAll("[data-heatmap] .cell")].map((cell) => [
+  Number(cell.dataset.row), Number(cell.dataset.column), Number(cell.dataset.weight),
+  getComputedStyle(cell).backgroundColor.match(/\\d+/g).map(Number)])"""
+
+
+def check_colours(page, top):
+    """Every cell's colour is Blues at its weight / `top`, within rounding."""
+    for _, _, weight, rgb in page.evaluate(READ_BACKGROUNDS):
+        expected = np.array(BLUES(weight / top)[:3]) * 255
+        np.testing.assert_allclose(rgb, expected, atol=4, err_msg=f"weight {weight}")
+
+
+@pytest.mark.slow
+def test_colours_are_0_to_1_as_in_the_png_and_scaled_to_the_largest_by_choice(tab, tmp_path):
+    data = self_attention_view()
+    page_file = tmp_path / "known.html"
+    page_file.write_text(page_html(data), encoding="utf-8")
+    tab.goto(page_file.as_uri())
+    tab.wait_for_selector("[data-heatmap]")
+    largest = max(weight for _, _, weight, _ in tab.evaluate(READ_BACKGROUNDS))
+    assert largest < 0.8  # a mean of heads: the two scales differ
+    check_colours(tab, 1.0)
+    assert tab.inner_text("#legend-top") == "1"
+    tab.select_option("#scale", "largest")
+    check_colours(tab, largest)
+    assert tab.inner_text("#legend-top") == f"{largest:.3f}"
+    # The choice holds for the next view.
+    tab.select_option("#head", "2")
+    largest = max(weight for _, _, weight, _ in tab.evaluate(READ_BACKGROUNDS))
+    check_colours(tab, largest)
+
+
+@pytest.mark.slow
+def test_tokens_are_shown_as_written_and_the_read_out_is_beside_the_cell(tab, tmp_path):
+    data = self_attention_view()
+    data["attentions"][0]["rows"] = ["i", "'", "m", "hungry", "[END]"]
+    page_file = tmp_path / "apostrophe.html"
+    page_file.write_text(page_html(data), encoding="utf-8")
+    tab.goto(page_file.as_uri())
+    tab.wait_for_selector("[data-heatmap]")
+    for width in (375, 1280):
+        tab.set_viewport_size({"width": width, "height": 800})
+        for row, column in ((1, 0), (4, 3)):
+            cell = f'.cell[data-row="{row}"][data-column="{column}"]'
+            tab.hover(cell)
+            assert tab.evaluate("[...document.querySelectorAll('#cell-info .token')].map("
+                                "(node) => node.textContent)") == [
+                data["attentions"][0]["rows"][row], data["source_tokens"][column]]
+            assert "‘" not in tab.inner_text("#cell-info")
+            box, info = tab.locator(cell).bounding_box(), tab.locator("#cell-info").bounding_box()
+            # On the cell's row, just right or left of it; on a phone, where neither side
+            # has room, just under it. On the screen.
+            on_row = (info["y"] < box["y"] + box["height"]
+                      and info["y"] + info["height"] > box["y"])
+            beside = on_row and (0 <= info["x"] - (box["x"] + box["width"]) < 16
+                                 or 0 <= box["x"] - (info["x"] + info["width"]) < 16)
+            under = (0 <= info["y"] - (box["y"] + box["height"]) < 16
+                     and info["x"] < box["x"] + box["width"]
+                     and info["x"] + info["width"] > box["x"])
+            assert beside or (width == 375 and under), (box, info)
+            assert info["x"] >= 0 and info["x"] + info["width"] <= width
+    tab.mouse.move(0, 0)
+    assert tab.is_hidden("#cell-info")
+
+
+@pytest.mark.slow
+def test_the_walk_table_fits_a_wide_screen(tab, tmp_path):
+    data = self_attention_view()
+    for record in data["steps"].values():
+        for name in ("inputs", "keys", "values", "weighted_values"):
+            record[name] = [[-0.123456] * 8 for _ in record[name]]
+    page_file = tmp_path / "wide.html"
+    page_file.write_text(page_html(data), encoding="utf-8")
+    for width in (1280, 375):
+        tab.set_viewport_size({"width": width, "height": 800})
+        tab.goto(page_file.as_uri())
+        tab.wait_for_selector("[data-heatmap]")
+        tab.select_option("#attention-kind", "encoder")
+        walk_step(tab, 2)
+        sizes = tab.evaluate("""() => {
+          const box = document.querySelector("#walk .table-scroll");
+          return {scroll: box.scrollWidth, client: box.clientWidth,
+                  shown: [...box.querySelectorAll("tbody .vector")][0].innerText};
+        }""")
+        # A wide screen shows the components that fit, and all its columns; a phone the
+        # norms alone (its table still scrolls: eight columns are wider than a phone).
+        assert ("-0.123" in sizes["shown"]) == (width == 1280), sizes
+        assert sizes["scroll"] <= sizes["client"] or width == 375, sizes
+
+
+@pytest.mark.slow
+def test_the_keyboard_submits_focuses_the_result_and_tabs_over_the_grid_once(tab, server):
+    tab.goto(f"{server}/")
+    tab.wait_for_selector("#model option", state="attached")
+    tab.fill("#texts", SENTENCE)
+    tab.focus("#texts")
+    tab.keyboard.press("Control+Enter")
+    tab.wait_for_selector("[data-heatmap]")
+    tab.wait_for_function("document.activeElement.id === 'results'")
+    assert tab.input_value("#texts") == SENTENCE  # no line break was typed
+    tabbable = tab.evaluate("""() => [...document.querySelectorAll("[data-heatmap] *")]
+      .filter((node) => node.tabIndex >= 0).length""")
+    assert tabbable == 1
+    tab.focus('.cell[data-row="0"][data-column="0"]')
+    tab.keyboard.press("ArrowRight")
+    tab.keyboard.press("Tab")
+    assert tab.evaluate("!document.activeElement.closest('[data-heatmap]')")
+    tab.keyboard.press("Shift+Tab")  # back to the cell the grid was left on
+    assert tab.evaluate("document.activeElement.dataset.column") == "1"
+    # Cmd+Enter too.
+    tab.fill("#texts", "tengo hambre")
+    with tab.expect_response("**/translate"):
+        tab.focus("#texts")
+        tab.keyboard.press("Meta+Enter")
+
+
+@contextlib.contextmanager
+def uvicorn_serving(app):
+    """`app` served by uvicorn on a free loopback port, in a thread: its base URL."""
+    import threading
+
+    import uvicorn
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
+                                           log_level="warning"))
+    thread = threading.Thread(target=server.run)
+    thread.start()
+    try:
+        wait_for(lambda: server.started, None)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join()
+
+
+@pytest.mark.slow
+def test_a_page_opened_while_the_models_load_opens_them_when_they_are_ready(tab):
+    from test_serve_batching import FakeModel
+
+    from attncli.serve.app import create_app
+    from attncli.serve.limits import Limits
+    from attncli.serve.registry import Registry
+
+    registry = Registry([("fake", [])], Limits())
+    with uvicorn_serving(create_app(registry, registry.limits)) as url:
+        tab.goto(f"{url}/")
+        tab.wait_for_selector("#busy:not([hidden])")
+        assert "loading" in tab.inner_text("#busy") and tab.is_hidden("#error")
+        assert tab.is_disabled("#submit")
+        registry.models = {"fake": FakeModel()}
+        registry.ready = True
+        tab.wait_for_selector("#model option", state="attached", timeout=20_000)
+        assert tab.is_hidden("#busy") and tab.is_enabled("#submit")
+        assert tab.is_hidden("#error")

@@ -20,7 +20,8 @@
     encoder: "encoder self-attention",
     decoder: "decoder self-attention",
   };
-  // Matplotlib's "Blues", from near white (0) to dark blue (the largest weight shown).
+  // Matplotlib's "Blues", from near white (0) to dark blue (weight 1, as in the PNG of
+  // `inspect-weights --png`; or the largest weight shown, when that scale is chosen).
   const BLUES = [
     [247, 251, 255], [222, 235, 247], [198, 219, 239], [158, 202, 225], [107, 174, 214],
     [66, 146, 198], [33, 113, 181], [8, 81, 156], [8, 48, 107],
@@ -36,7 +37,10 @@
     head: null, // 1-based, or null: the mean of the heads
     step: null, // the walked row, 1-based
     words: false, // the words view is shown
+    scale: "fixed", // colours from 0 to 1 ("fixed") or to the largest weight shown
   };
+  // What came before the first output token, spelt as the vocabulary and the server do.
+  const START = "[START]";
   // The latest request of each kind: an older answer that arrives later is dropped.
   const latest = { translate: 0, inspect: 0, step: 0 };
 
@@ -61,8 +65,15 @@
     return value === null || value === undefined ? "−∞" : Number(value).toFixed(decimals);
   }
 
-  function quoted(token) {
-    return "‘" + token + "’";
+  // A token as written, in a box of its own: quotes around it would be taken for part of
+  // a token such as "'".
+  function tokenBox(token) {
+    return element("span", { className: "token", text: token });
+  }
+
+  // The text of `parts` (strings and token boxes), for an aria-label.
+  function plain(parts) {
+    return parts.map((part) => (typeof part === "string" ? part : part.textContent)).join("");
   }
 
   // "[0.097, -0.151, 0.092, -0.035, …] ‖0.592‖": the first components and the norm of
@@ -130,8 +141,10 @@
       answer = null;
     }
     if (!response.ok) {
-      throw new Error(answer && answer.error ? answer.error
+      const error = new Error(answer && answer.error ? answer.error
         : `/${path} answered ${response.status} ${response.statusText}`);
+      error.status = response.status;
+      throw error;
     }
     if (answer === null) throw new Error(`/${path} did not answer JSON`);
     return answer;
@@ -214,12 +227,17 @@
     byId("head-choice").hidden = heads < 2;
   }
 
-  // "output 1 ‘I’ → source 1 ‘Tengo’: weight 0.707, link" ("output word 1 ..." in words).
+  // "output 1 [I] → source 1 [Tengo]: weight 0.707, link", each token in a box ("output
+  // word 1 ..." in words).
   function describe(entry, i, j, weight, marked) {
     const unit = state.words ? " word" : "";
-    return `${entry.row_label}${unit} ${i + 1} ${quoted(entry.rows[i])} → ` +
-      `${entry.column_label}${unit} ${j + 1} ${quoted(entry.columns[j])}: ` +
-      `weight ${fixed(weight)}` + marked.map((name) => `, ${name}`).join("");
+    return [`${entry.row_label}${unit} ${i + 1} `, tokenBox(entry.rows[i]),
+      ` → ${entry.column_label}${unit} ${j + 1} `, tokenBox(entry.columns[j]),
+      `: weight ${fixed(weight)}` + marked.map((name) => `, ${name}`).join("")];
+  }
+
+  function markedAt(marks, i, j) {
+    return Object.keys(MARK_NAMES).filter((kind) => marks[kind].has(`${i},${j}`));
   }
 
   const MARK_NAMES = { links: "link", sure: "sure gold link", possible: "possible gold link" };
@@ -227,8 +245,9 @@
   function heatmap(entry, weights, marks) {
     const rows = entry.rows.length;
     const columns = entry.columns.length;
-    // The darkest blue is the largest weight shown (the legend says which).
+    // The darkest blue is weight 1, or the largest weight shown (the legend says which).
     const largest = Math.max(...weights.map((row) => Math.max(...row))) || 1;
+    const top = state.scale === "largest" ? largest : 1;
     const grid = element("div", {
       className: "heatmap" + (byId("numbers").checked ? " numbers" : ""),
       role: "grid",
@@ -241,7 +260,7 @@
       "data-head": state.head === null ? "mean" : state.head,
       "data-rows": rows,
       "data-columns": columns,
-      "data-largest": largest,
+      "data-top": top,
       "data-words": state.words ? "true" : "false",
     });
     grid.style.gridTemplateColumns = `auto repeat(${columns}, var(--cell))`;
@@ -260,28 +279,30 @@
       const line = element("div", { className: "heatmap-row", role: "row", "data-row": i });
       const label = [element("span", { className: "index", text: String(i + 1) }),
         element("span", { className: "token", text: entry.rows[i] })];
-      // A word has no step of its own: only a token's row is walked.
+      // A word has no step of its own: only a token's row is walked. A row's button is
+      // clicked, not tabbed to: the grid is one tab stop, and Enter on a cell walks its row.
       line.append(element("div", { className: "row-head", role: "rowheader" },
         state.words ? element("span", { className: "row-label", "data-row": i }, ...label)
           : element("button", {
-            type: "button", className: "row-label", "data-row": i,
+            type: "button", className: "row-label", "data-row": i, tabindex: -1,
             "aria-pressed": state.step === i + 1 ? "true" : "false",
             title: `walk step ${i + 1}: ${entry.row_label} token ${entry.rows[i]}`,
             onclick: () => walk(i + 1),
           }, ...label)));
       row.forEach((weight, j) => {
-        const kinds = Object.keys(MARK_NAMES).filter((kind) => marks[kind].has(`${i},${j}`));
-        const text = describe(entry, i, j, weight, kinds.map((kind) => MARK_NAMES[kind]));
+        const kinds = markedAt(marks, i, j);
+        const text = plain(describe(entry, i, j, weight, kinds.map((kind) => MARK_NAMES[kind])));
         const cell = element("div", {
           className: "cell", role: "gridcell", tabindex: i === 0 && j === 0 ? 0 : -1,
-          title: text, "aria-label": text, "data-row": i, "data-column": j,
+          "aria-label": text, "data-row": i, "data-column": j,
           "data-weight": weight,
           "data-link": kinds.includes("links") ? "true" : null,
           "data-gold": kinds.includes("sure") ? "sure" : kinds.includes("possible")
             ? "possible" : null,
         }, element("span", { text: fixed(weight, 2).replace(/^0(?=\.)/, "") }));
-        cell.style.background = colour(weight / largest);
-        if (weight / largest > 0.5) cell.classList.add("dark");
+        cell.style.background = colour(weight / top);
+        if (weight / top > 0.5) cell.classList.add("dark");
+        if (state.step === i + 1) cell.classList.add("walked");
         if (kinds.includes("links")) cell.classList.add("link");
         if (kinds.includes("sure")) cell.classList.add("gold-sure");
         if (kinds.includes("possible")) cell.classList.add("gold-possible");
@@ -292,14 +313,35 @@
     return grid;
   }
 
-  function highlight(grid, cell) {
+  // The read-out of `cell` (`parts`, from describe) beside it: right of the cell, else
+  // left of it, else under it; hidden with no cell.
+  function highlight(grid, cell, parts) {
     grid.querySelectorAll(".hot").forEach((node) => node.classList.remove("hot"));
-    if (!cell) return;
+    const info = byId("cell-info");
+    if (!cell) {
+      info.hidden = true;
+      return;
+    }
     const i = cell.dataset.row;
     const j = cell.dataset.column;
     grid.querySelector(`.row-label[data-row="${i}"]`).classList.add("hot");
     grid.querySelector(`.column-label[data-column="${j}"]`).classList.add("hot");
-    byId("cell-info").textContent = cell.getAttribute("aria-label");
+    info.replaceChildren(...parts);
+    info.hidden = false;
+    const area = info.parentElement.getBoundingClientRect();
+    const box = cell.getBoundingClientRect();
+    const width = info.getBoundingClientRect().width;
+    const room = document.documentElement.clientWidth;
+    const gap = 6;
+    let left = box.right + gap;
+    let top = box.top;
+    if (left + width > room - gap) left = box.left - gap - width;
+    if (left < gap) {
+      left = Math.min(Math.max(box.left, gap), Math.max(room - gap - width, 0));
+      top = box.bottom + gap;
+    }
+    info.style.left = `${left - area.left}px`;
+    info.style.top = `${top - area.top}px`;
   }
 
   // Arrow keys move between cells (one tab stop for the whole grid); Enter walks the row.
@@ -358,15 +400,26 @@
   function showHeatmap() {
     const entry = shownEntry();
     const marks = marksOf(state.view);
-    const grid = heatmap(entry, shownWeights(entry), marks);
+    const weights = shownWeights(entry);
+    const grid = heatmap(entry, weights, marks);
     showMarks(marks);
-    grid.addEventListener("mouseover", (event) => highlight(grid, event.target.closest(".cell")));
-    grid.addEventListener("focusin", (event) => highlight(grid, event.target.closest(".cell")));
+    const show = (cell) => highlight(grid, cell, cell && describe(entry, Number(cell.dataset.row),
+      Number(cell.dataset.column), weights[cell.dataset.row][cell.dataset.column],
+      markedAt(marks, cell.dataset.row, cell.dataset.column).map((kind) => MARK_NAMES[kind])));
+    grid.addEventListener("mouseover", (event) => show(event.target.closest(".cell")));
+    grid.addEventListener("focusin", (event) => show(event.target.closest(".cell")));
+    grid.addEventListener("mouseleave", () => show(grid.contains(document.activeElement)
+      ? document.activeElement.closest(".cell") : null));
+    grid.addEventListener("focusout", (event) => {
+      if (!grid.contains(event.relatedTarget)) show(null);
+    });
     grid.addEventListener("keydown", onGridKey);
     byId("heatmap-scroll").replaceChildren(grid);
-    const largest = Number(grid.dataset.largest);
-    byId("legend-largest").textContent = fixed(largest);
-    byId("cell-info").textContent = "\u00a0";
+    byId("heatmap-scroll").onscroll = () => show(null);
+    const top = Number(grid.dataset.top);
+    byId("legend-top").textContent = top === 1 ? "1" : fixed(top);
+    byId("legend-note").hidden = state.scale !== "largest";
+    show(null);
   }
 
   // "reference · score −0.89 (log P / lp, the search's score) · log P −4.12 · ..."
@@ -447,6 +500,18 @@
     }
   }
 
+  // The walk's table shows as many of its vectors' first components (3, 2, 1, or none:
+  // their norms alone) as fit its width without scrolling.
+  function fitWalkTable() {
+    const box = document.querySelector("#walk .table-scroll");
+    if (!box || box.closest("[hidden]")) return;
+    for (const components of [3, 2, 1, 0]) {
+      box.dataset.components = components;
+      if (box.scrollWidth <= box.clientWidth) break;
+    }
+    byId("walk").querySelector(".phone-note").hidden = box.dataset.components !== "0";
+  }
+
   function walkTable(columns, rows, sum) {
     return element("div", { className: "table-scroll" }, element("table", { className: "steps" },
       element("thead", {}, element("tr", {}, ...columns.map((name) =>
@@ -470,9 +535,8 @@
       (record.head === null || record.head === undefined ? "" : `, head ${record.head}`);
     const parts = [];
     if (selfAttention) {
-      parts.push(element("h3", {
-        text: `${where}: query ${record.step} ${quoted(record.query_token)}`,
-      }));
+      parts.push(element("h3", {}, `${where}: query ${record.step} `,
+        tokenBox(record.query_token)));
       if (heads > 1 && state.head === null) {
         parts.push(element("p", { className: "note", text: "The mean of the heads has no " +
           "walk of its own: this is head 1's; choose a head to walk another." }));
@@ -487,11 +551,9 @@
         "5. softmax over the positions it may see; 6. weight × value; 7. their sum is the " +
         "head's output (before W_o)"));
     } else {
-      const previous = record.step === 1 ? "<start>" : entry.rows[record.step - 2];
-      parts.push(element("h3", {
-        text: `Output token ${record.step} ${quoted(record.query_token)} ` +
-          `(after ${quoted(previous)}), ${where}`,
-      }));
+      const previous = record.step === 1 ? START : entry.rows[record.step - 2];
+      parts.push(element("h3", {}, `Output token ${record.step} `,
+        tokenBox(record.query_token), " (after ", tokenBox(previous), `), ${where}`));
       parts.push(element("p", { className: "given" }, "query q ",
         vector(record.query, record.query_norm, record.width)));
       parts.push(element("p", { className: "formula" },
@@ -547,6 +609,7 @@
     section.dataset.head = record.head === null || record.head === undefined ? "" : record.head;
     section.dataset.step = record.step;
     section.hidden = false;
+    fitWalkTable();
     // A walk that opens below the screen (on a phone, always) is brought into view.
     if (section.getBoundingClientRect().top > window.innerHeight - 40) {
       section.scrollIntoView({ block: "start" });
@@ -688,6 +751,7 @@
           showError(error.message);
         });
       showTranslations(texts, answer.translations, inspect, given);
+      byId("results").focus();
       await inspectSentence(texts[0], settings, document.querySelector(".inspect"), given[0]);
     } catch (error) {
       busy("");
@@ -706,12 +770,39 @@
     }
   }
 
+  // The models, once they are loaded: a page opened while they load says so, and asks
+  // again every LOADING_POLL milliseconds.
+  const LOADING_POLL = 2000;
+
+  async function loadedModels() {
+    for (;;) {
+      try {
+        const answer = await api("models");
+        busy("");
+        return answer;
+      } catch (error) {
+        if (error.status !== 503) throw error;
+        busy("The models are still loading; this page opens them when they are ready.");
+      }
+      await new Promise((resolve) => setTimeout(resolve, LOADING_POLL));
+    }
+  }
+
   async function startWithServer() {
     forgetToken();
-    byId("translate-form").hidden = false;
-    byId("translate-form").addEventListener("submit", submit);
+    const form = byId("translate-form");
+    form.hidden = false;
+    form.addEventListener("submit", submit);
+    // Ctrl+Enter (Cmd+Enter on a Mac) sends the form from any of its fields.
+    form.addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+        event.preventDefault();
+        if (!byId("submit").disabled) form.requestSubmit();
+      }
+    });
+    byId("texts").focus();
     try {
-      const answer = await api("models");
+      const answer = await loadedModels();
       const models = Array.isArray(answer) ? answer : answer.models;
       fillSelect(byId("model"), models.map((model) => [model.name, model.task
         ? `${model.name} (${model.task})` : model.name]), answer.default ||
@@ -728,7 +819,6 @@
     } catch (error) {
       showError(error.message);
     }
-    byId("texts").focus();
   }
 
   // ---- offline: everything embedded -------------------------------------------------
@@ -760,6 +850,11 @@
       state.words = event.target.checked && Boolean(state.view && state.view.words);
       choose();
     });
+    byId("scale").addEventListener("change", (event) => {
+      state.scale = event.target.value;
+      if (state.view) showHeatmap();
+    });
+    window.addEventListener("resize", fitWalkTable);
     byId("numbers").addEventListener("change", () => {
       byId("heatmap-scroll").querySelector(".heatmap")
         ?.classList.toggle("numbers", byId("numbers").checked);
