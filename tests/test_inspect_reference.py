@@ -96,6 +96,33 @@ def test_the_table_is_the_forced_attention_and_the_score_is_printed(saved):
             in result.stdout)
 
 
+def test_the_attention_alone_is_the_attention_forced_with_log_probs(saved):
+    _, _, translator = saved
+    sources, references = [TEXT, "Hace frío."], [REFERENCE, "It is cold today, very cold."]
+    full = force(translator, sources, references)
+    alone = force(translator, sources, references, log_probs=False)
+    for with_scores, without in zip(full, alone):
+        assert without.log_probs is None and without.score is None
+        assert without.tokens == with_scores.tokens
+        assert list(without.attentions) == list(with_scores.attentions)
+        for name, layers in with_scores.attentions.items():
+            for mine, theirs in zip(without.attentions[name], layers):
+                np.testing.assert_array_equal(mine, theirs)
+    # The log probs are those of the model's own logits, run eagerly, normalised over
+    # the tokens search may emit (not [PAD], not [START]).
+    vocabulary = translator.target_tokenizer.vocabulary
+    _, source_ids = translator.source_ids(tf.constant([TEXT]))
+    target_in = [vocabulary.id_of(token) for token in ["[START]", *full[0].tokens[:-1]]]
+    target_out = [vocabulary.id_of(token) for token in full[0].tokens]
+    logits = translator.model((source_ids, tf.constant([target_in])), training=False)
+    logits = np.asarray(logits, "float64")[0]
+    logits[:, [vocabulary.id_of("[PAD]"), vocabulary.id_of("[START]")]] = -np.inf
+    top = logits.max(axis=1, keepdims=True)
+    log_softmax = logits - top - np.log(np.exp(logits - top).sum(axis=1, keepdims=True))
+    np.testing.assert_allclose(full[0].log_probs,
+                               log_softmax[np.arange(len(target_out)), target_out], atol=1e-5)
+
+
 def test_a_reference_equal_to_the_models_output_gives_its_attention(saved):
     _, loaded, translator = saved
     [translation] = translator.translate([TEXT])

@@ -216,7 +216,8 @@ class Aligner:
         targets = [pair.target for pair in pairs]
         if self.direction == "reverse":
             sources, targets = targets, sources
-        results = force(self.translator, sources, targets, self.settings.batch_size)
+        results = force(self.translator, sources, targets, self.settings.batch_size,
+                        log_probs=False)
         links = []
         for pair, forced in zip(pairs, results):
             try:

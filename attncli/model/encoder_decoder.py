@@ -255,6 +255,16 @@ class Seq2Seq(keras.Model):
             `"cross"`, over the source (an RNN decoder's one attention as a single
             head).
         """
+        return self.teacher_forced(source_ids, target_in_ids)[1]
+
+    def teacher_forced(self, source_ids, target_in_ids):
+        """One teacher-forced pass: the decoder's features and every attention.
+
+        Returns:
+            `(features, maps)`: `features` `(batch_size, T, units)`, `logits =
+            model.decoder.output_layer(features)` as in `call`; `maps` those of
+            `attention_maps`.
+        """
         encoder_maps = []
         if self.self_attention_encoder:
             values, final_state, source_mask, encoder_maps = self.encoder(
@@ -264,11 +274,12 @@ class Seq2Seq(keras.Model):
             values, final_state, source_mask = self.encoder(source_ids)
         memory = self.decoder.memory(values, source_mask)
         if self.self_attention_decoder:
-            _, _, maps = self.decoder(target_in_ids, None, memory, return_attention_scores=True)
-            return {"encoder": encoder_maps, **maps}
+            features, _, maps = self.decoder(target_in_ids, None, memory,
+                                             return_attention_scores=True)
+            return features, {"encoder": encoder_maps, **maps}
         state = self.decoder.initial_state(self.bridge(final_state))
-        _, weights = self.decoder(target_in_ids, state, memory)
-        return {"encoder": encoder_maps, "decoder": [], "cross": [weights[:, None]]}
+        features, weights = self.decoder(target_in_ids, state, memory)
+        return features, {"encoder": encoder_maps, "decoder": [], "cross": [weights[:, None]]}
 
     def trace(self, source_ids, target_in_ids, attention="cross", layer=1, head=None,
               step=1):

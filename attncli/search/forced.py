@@ -19,9 +19,14 @@ Every attention the model has is returned, per layer, `(heads, rows, columns)`: 
 head), and for self-attention sides `"encoder"` and `"decoder"`. Row t of the cross
 attention is the attention of the step that emitted token t, so for the tokens the search
 emitted forced decoding gives the attention the search computed (tests check both).
+
+The model runs once per batch (`Seq2Seq.teacher_forced`), compiled once per model for
+any batch shape; with `log_probs=False` (what `attncli align` needs) the output layer,
+the largest product of a small model, is not computed at all.
 """
 
 import math
+import weakref
 from typing import NamedTuple
 
 import numpy as np
@@ -38,8 +43,9 @@ class Forced(NamedTuple):
         source: the source text; source_tokens: the tokens the model read.
         reference: the given translation, as given.
         tokens: its target tokens, `[END]` last.
-        log_probs: float64 `(len(tokens),)`, `log p(tokens[t] | tokens[:t], source)`.
-        score: `log P / lp`, the search's score of this translation.
+        log_probs: float64 `(len(tokens),)`, `log p(tokens[t] | tokens[:t], source)`;
+            None when forced with `log_probs=False`.
+        score: `log P / lp`, the search's score of this translation; None likewise.
         attentions: dict `"cross"`, `"encoder"`, `"decoder"` (those the model has) of
             lists, one float64 array per layer: cross `(heads, len(tokens),
             len(source_tokens))`, encoder `(heads, S, S)`, decoder `(heads, T, T)`.
@@ -73,7 +79,7 @@ class Forced(NamedTuple):
         return Translation(self.source, list(self.source_tokens), [hypothesis])
 
 
-def force(translator, sources, references, batch_size=32):
+def force(translator, sources, references, batch_size=32, log_probs=True):
     """Forced decoding of `references` given `sources`, in batches.
 
     Args:
@@ -82,6 +88,8 @@ def force(translator, sources, references, batch_size=32):
         sources, references: lists of str of the same length.
         batch_size: sentences run at once. The sentences are sorted by length first, so
             a batch holds little padding; the results come back in the given order.
+        log_probs: bool, compute each token's log probability and the score. Defaults
+            to True; False gives the attention alone, faster.
 
     Returns:
         list of `Forced`, one per pair.
@@ -96,18 +104,48 @@ def force(translator, sources, references, batch_size=32):
     for start in range(0, len(order), batch_size):
         indices = order[start:start + batch_size]
         batch = _force_batch(translator, [sources[i] for i in indices],
-                             [references[i] for i in indices])
+                             [references[i] for i in indices], log_probs)
         for index, forced in zip(indices, batch):
             results[index] = forced
     return results
 
 
-def _force_batch(translator, sources, references):
+# The compiled pass of each model, with and without log probs: {model: {bool: function}}.
+_PASSES = weakref.WeakKeyDictionary()
+
+
+def _teacher_forced_pass(model, log_probs):
+    """`pass(source_ids, target_in_ids, target_out_ids) -> (chosen, maps)`, compiled once
+    for any batch shape: `chosen` `(batch, T)` the log p of each `target_out_ids` token
+    (None without `log_probs`), `maps` those of `Seq2Seq.attention_maps`."""
+    passes = _PASSES.setdefault(model, {})
+    if log_probs not in passes:
+        import tensorflow as tf
+
+        from attncli.search.search_steps import next_token_log_probs
+
+        ids = tf.TensorSpec([None, None], tf.int32)
+
+        def teacher_forced(source_ids, target_in_ids, target_out_ids):
+            features, maps = model.teacher_forced(source_ids, target_in_ids)
+            maps = {name: [tf.cast(layer, tf.float32) for layer in layers]
+                    for name, layers in maps.items() if layers}
+            if not log_probs:
+                return None, maps
+            logits = tf.cast(model.decoder.output_layer(features), tf.float32)
+            chosen = tf.gather(next_token_log_probs(logits), target_out_ids, batch_dims=2)
+            return chosen, maps
+
+        passes[log_probs] = tf.function(teacher_forced, input_signature=[ids, ids, ids],
+                                        reduce_retracing=True)
+    return passes[log_probs]
+
+
+def _force_batch(translator, sources, references, log_probs):
     import tensorflow as tf
 
-    from attncli.search.search_steps import length_penalty, next_token_log_probs
+    from attncli.search.search_steps import length_penalty
 
-    model = translator.model
     source_tokens, source_ids = translator.source_ids(tf.constant(sources))
     target_tokens = translator.target_tokenizer.tokenize(tf.constant(references))
     target_ids = tf.ragged.map_flat_values(translator.target_table.lookup, target_tokens)
@@ -124,12 +162,12 @@ def _force_batch(translator, sources, references):
     target_in_ids = tf.cast(target_in.to_tensor(0), tf.int32)
     target_out_ids = tf.cast(target_out.to_tensor(0), tf.int32)
 
-    logits = model((source_ids, target_in_ids), training=False)
-    log_probs = next_token_log_probs(tf.cast(logits, tf.float32))
-    chosen = tf.gather(log_probs, target_out_ids, batch_dims=2).numpy().astype("float64")
-    maps = model.attention_maps(source_ids, target_in_ids)
+    chosen, maps = _teacher_forced_pass(translator.model, log_probs)(
+        tf.cast(source_ids, tf.int32), target_in_ids, target_out_ids)
+    if log_probs:
+        chosen = chosen.numpy().astype("float64")
     maps = {name: [np.asarray(layer, "float64") for layer in layers]
-            for name, layers in maps.items() if layers}
+            for name, layers in maps.items()}
 
     lengths = tf.cast(target_out.row_lengths(), tf.int32)
     penalties = length_penalty(lengths, float(translator.search_config.alpha)).numpy()
@@ -146,9 +184,10 @@ def _force_batch(translator, sources, references):
             name: [layer[row, :, :shapes[name][0], :shapes[name][1]] for layer in layers]
             for name, layers in maps.items()
         }
-        row_log_probs = chosen[row, :length]
-        results.append(Forced(source, read, reference, tokens, row_log_probs,
-                              float(np.sum(row_log_probs)) / float(penalties[row]),
+        row_log_probs = chosen[row, :length] if log_probs else None
+        score = (float(np.sum(row_log_probs)) / float(penalties[row]) if log_probs
+                 else None)
+        results.append(Forced(source, read, reference, tokens, row_log_probs, score,
                               attentions))
     return results
 
