@@ -9,12 +9,14 @@ seed. Each search and sampling (with or without attention weights) has its own
 the sampling temperature are its inputs, so requests that differ in those alone share
 one trace (`traced_as`). The run's own search and greedy search are traced when the
 server starts; others when first asked for, kept for the next requests (the eight last
-used, beside those two).
+used, beside those two). A translator dropped takes its traces with it
+(`gradients_registered`).
 
 Every method that runs TensorFlow is called on the batcher's worker thread.
 """
 
 import collections
+import contextlib
 import dataclasses
 import math
 from typing import NamedTuple
@@ -71,6 +73,38 @@ class Decoding(NamedTuple):
         return settings
 
 
+@contextlib.contextmanager
+def gradients_registered():
+    """The names of the gradient functions TensorFlow registers meanwhile (a set,
+    filled when the block ends), for `forget_gradients`.
+
+    Tracing a `tf.custom_gradient` (the recurrent layers' scans,
+    `attncli.model.recurrence`) registers its gradient function under a new name in
+    TensorFlow's global gradient registry, for ever; that function's closure holds the
+    traced graph. A translator dropped from the cache would so keep every graph it
+    traced: a server asked for 24 settings in turn grew by 120-260 MB a round
+    (docs/serving.md, "Memory").
+    """
+    from tensorflow.python.framework import ops
+
+    before = set(ops.gradient_registry.list())
+    names = set()
+    try:
+        yield names
+    finally:
+        names.update(set(ops.gradient_registry.list()) - before)
+
+
+def forget_gradients(names):
+    """Removes the gradient functions `names` (of `gradients_registered`) from
+    TensorFlow's registry: the graphs they were traced in can then be freed. Only for
+    graphs never differentiated again."""
+    from tensorflow.python.framework import ops
+
+    for name in names:
+        ops.gradient_registry._registry.pop(name, None)  # it has no public way to unregister
+
+
 def decoding_of(setting):
     """A `Decoding` of a `SearchConfig` (nothing more asked) or of a `Decoding`."""
     return setting if isinstance(setting, Decoding) else Decoding(setting)
@@ -106,6 +140,7 @@ class ServedModel:
         self.greedy = dataclasses.replace(self.defaults, beam_size=1, n_best=1)
         self._started = {}  # translators traced at start-up, never dropped
         self._translators = collections.OrderedDict()
+        self._gradients = {}  # key of self._translators -> gradients its trace registered
         self._views = collections.OrderedDict()
         self._source_lengths = None
 
@@ -182,9 +217,13 @@ class ServedModel:
         if key in self._translators:
             self._translators.move_to_end(key)
         else:
-            self._translators[key] = self._translator(search, weights, sampling)
+            translator = self._translator(search, weights, sampling)
+            with gradients_registered() as self._gradients[key]:
+                translator.translate(["."])  # traced now, its gradients recorded
+            self._translators[key] = translator
             if len(self._translators) > KEPT_TRANSLATORS:
-                self._translators.popitem(last=False)
+                dropped, _ = self._translators.popitem(last=False)
+                forget_gradients(self._gradients.pop(dropped))
         return self._translators[key]
 
     def _translator(self, search, weights, sampling=None):
