@@ -6,6 +6,8 @@
   TensorFlow call; the event loop only waits for it.
 - `schemas`: the JSON bodies of the API, validated with pydantic.
 - `app`: the FastAPI application.
+- `connections`: uvicorn's HTTP protocol within limits: connections, a request's head
+  size, and how long its head and body may take.
 
 Nothing here imports TensorFlow at module level: `registry` does when models load.
 """
