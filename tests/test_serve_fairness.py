@@ -40,6 +40,30 @@ def test_a_small_request_of_other_settings_waits_one_batch_not_the_large_request
     assert batches == [("beam 16", 100), ("greedy", 1)] + [("beam 16", 100)] * 4
 
 
+def test_a_client_sending_one_text_after_another_does_not_starve_a_large_request():
+    batches = []
+
+    def run(key, texts):
+        batches.append(key)
+        return texts
+
+    async def main():
+        worker = batcher(run, batch_tokens=100)
+        worker.start()
+        large = worker.submit("beam 16", [f"large {i}" for i in range(500)])
+        sent = 0
+        while not large.done() and sent < 100:  # each sent as soon as the last is answered
+            await worker.submit("greedy", ["small"])
+            sent += 1
+        await large
+        worker.close()
+
+    asyncio.run(main())
+    # The large request's 5 batches take turns with the small ones, never two in a row.
+    assert batches.count("beam 16") == 5
+    assert ("greedy", "greedy") not in set(zip(batches, batches[1:]))
+
+
 def test_groups_take_turns_one_batch_each():
     batches = []
 

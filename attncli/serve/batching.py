@@ -9,16 +9,18 @@ releases the GIL while it computes):
    the group of requests with the same key (model and search settings: only they can
    share a batch). A request whose client left (its future cancelled) is dropped there
    or before the next batch: its texts not yet batched are never computed.
-2. Waiting: the groups take turns, one batch each: the group served least recently
-   goes next (among those never served, the one whose oldest request came first), so
-   a request of one text waits at most one batch of each other group, whatever their
-   size. While the group's texts cost less than the budget, it waits for more: until
-   `batch_wait` after its oldest request arrived; or, right after a batch, until as
-   many texts wait as were in the server while that batch ran (its clients, answered,
-   are likely to send again), for `RETURN_WAIT` at most. Without this, clients that
-   each wait for their answer before sending again split into two halves served in
-   turn, by batches half as large (and a search of a small batch costs more per
-   sentence).
+2. Waiting: the groups take turns, one batch each, in the order they joined the turns:
+   a group joins when its first request arrives, and again when its batch ends (so a
+   request that arrived while a batch of other settings ran goes before that group's
+   next batch, and a client sending one text after another cannot keep a large
+   request waiting either). A request of one text waits at most one batch of each
+   other group, whatever their size. While the group's texts cost less than the
+   budget, it waits for more: until `batch_wait` after its oldest request arrived; or,
+   right after a batch, until as many texts wait as were in the server while that
+   batch ran (its clients, answered, are likely to send again), for `RETURN_WAIT` at
+   most. Without this, clients that each wait for their answer before sending again
+   split into two halves served in turn, by batches half as large (and a search of a
+   small batch costs more per sentence).
 3. Batching, fairly: the group's requests give chunks of at most `chunk_texts` texts in
    turn (round robin: a request that gave a chunk goes to the back) until the batch's
    cost reaches `batch_tokens`. A request of 500 texts gives one chunk per turn, so
@@ -36,7 +38,6 @@ queued and ends the thread.
 
 import asyncio
 import collections
-import itertools
 import threading
 import time
 
@@ -95,8 +96,9 @@ class Batcher:
         self._pending = 0  # texts and calls not yet answered (shared with the loop)
         self._closing = False
         self._groups = {}  # key -> deque of measured jobs (worker thread only)
-        self._turns = itertools.count()
-        self._last_turn = {}  # key -> the turn a group of self._groups last had
+        # key -> when a group of self._groups joined the turns: when its first request
+        # arrived, then when its last batch ended (worker thread only)
+        self._turn = {}
         self._last_batch_end = -RETURN_WAIT  # time.monotonic() (worker thread only)
         self._expected = 0  # texts in the server while the last batch ran (worker only)
         self._thread = threading.Thread(target=self._work, name="attncli-batcher", daemon=True)
@@ -175,6 +177,7 @@ class Batcher:
                 self._expected = self._pending
                 self._run_batch(parts)
                 self._last_batch_end = time.monotonic()
+                self._turn[parts[0][0].key] = self._last_batch_end  # to the back
 
     def _admit(self, intake):
         """Measures the jobs of `intake`, one call per key, and queues them by key."""
@@ -191,7 +194,10 @@ class Batcher:
                     self._fail(job, costs)
                 else:
                     job.costs = costs
-                    self._groups.setdefault(key, collections.deque()).append(job)
+                    if key not in self._groups:
+                        self._groups[key] = collections.deque()
+                        self._turn[key] = job.arrived
+                    self._groups[key].append(job)
 
     def _run_call(self, function, future, loop):
         try:
@@ -207,11 +213,10 @@ class Batcher:
             self._drop_finished(jobs)
             if not jobs:
                 del self._groups[key]
-                self._last_turn.pop(key, None)
+                del self._turn[key]
         if not self._groups:
             return None
-        key = min(self._groups, key=lambda key: (self._last_turn.get(key, -1),
-                                                 self._groups[key][0].arrived))
+        key = min(self._groups, key=self._turn.__getitem__)  # whose turn it is
         jobs = self._groups[key]
         waiting = sum(sum(job.costs[job.next:]) for job in jobs)
         with self._ready:
@@ -229,7 +234,6 @@ class Batcher:
             if now < deadline:
                 self._ready.wait(deadline - now)
                 return None
-        self._last_turn[key] = next(self._turns)
         return self._take(jobs)
 
     def _drop_finished(self, jobs):
