@@ -1,18 +1,48 @@
-"""What several commands do the same way: find a run's model directory, split lines of
-text, apply the command line's search settings, translate lines."""
+"""What several commands do the same way: find a run's model directory (or a model
+shipped with attncli, by name), split lines of text, apply the command line's search
+settings, translate lines."""
 
+from importlib import resources
 from pathlib import Path
 
 from attncli.errors import AttncliError
 from attncli.training.run_directory import RunDirectory
 
 
+def shipped_models():
+    """The models shipped inside attncli (package data, `attncli/resources/models/NAME`),
+    by name (`"demo"`), as paths, in name order. See docs/demo-model.md."""
+    folder = Path(str(resources.files("attncli") / "resources" / "models"))
+    if not folder.is_dir():
+        return {}
+    return {path.name: path for path in sorted(folder.iterdir())
+            if (path / "config.json").is_file()}
+
+
 def model_directory(run_path):
-    """The model directory of RUN: `RUN/model`, or RUN itself if it is a model."""
+    """The model directory of RUN: `RUN/model`, RUN itself if it is a model, or, when no
+    file or folder RUN exists, the model shipped with attncli under that name (`demo`).
+
+    A folder of the user's own comes first: with a folder `demo` in the current
+    directory, `demo` is that folder, and if it is no run the error says how to reach the
+    shipped model.
+    """
     path = Path(run_path)
     if (path / "config.json").is_file():
         return path
-    run = RunDirectory.open(path)
+    shipped = shipped_models().get(str(run_path))
+    if shipped is not None and not path.exists():
+        return shipped
+    try:
+        run = RunDirectory.open(path)
+    except AttncliError as error:
+        if shipped is None:
+            raise
+        raise AttncliError(
+            f"{error}; the model shipped as '{run_path}' is used only when no file or "
+            f"folder '{run_path}' is in the current directory: run the command from "
+            "another folder"
+        ) from None
     config = run.model_dir / "config.json"
     if config.is_file():
         return run.model_dir
