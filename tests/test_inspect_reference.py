@@ -123,6 +123,23 @@ def test_the_attention_alone_is_the_attention_forced_with_log_probs(saved):
                                log_softmax[np.arange(len(target_out)), target_out], atol=1e-5)
 
 
+def test_a_model_forced_once_is_not_kept_alive_by_its_compiled_pass(saved):
+    import gc
+    import weakref
+
+    directory, _, _ = saved
+
+    def force_a_fresh_model():
+        translator = load_model(directory).translator()
+        for log_probs in (True, False):
+            force(translator, [TEXT], [REFERENCE], log_probs=log_probs)
+        return weakref.ref(translator.model)
+
+    model = force_a_fresh_model()
+    gc.collect()
+    assert model() is None
+
+
 def test_a_reference_equal_to_the_models_output_gives_its_attention(saved):
     _, loaded, translator = saved
     [translation] = translator.translate([TEXT])

@@ -61,8 +61,8 @@ class Forced(NamedTuple):
 
     @property
     def log_prob(self):
-        """`log P(reference | source)`, `[END]` included."""
-        return float(np.sum(self.log_probs))
+        """`log P(reference | source)`, `[END]` included (None without log probs)."""
+        return None if self.log_probs is None else float(np.sum(self.log_probs))
 
     @property
     def weights(self):
@@ -125,8 +125,12 @@ def _teacher_forced_pass(model, log_probs):
         from attncli.search.search_steps import next_token_log_probs
 
         ids = tf.TensorSpec([None, None], tf.int32)
+        # The function holds its model weakly: a value that held its key would keep the
+        # entry (and the model, and its graphs) alive for ever.
+        held = weakref.ref(model)
 
         def teacher_forced(source_ids, target_in_ids, target_out_ids):
+            model = held()
             features, maps = model.teacher_forced(source_ids, target_in_ids)
             maps = {name: [tf.cast(layer, tf.float32) for layer in layers]
                     for name, layers in maps.items() if layers}
