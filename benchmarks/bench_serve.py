@@ -2,7 +2,7 @@
 
     python -m benchmarks.bench_serve RUN [--server-cpu 0] [--client-cpu 1]
         [--sentences 2000] [--latency-requests 300] [--memory-requests 100000]
-        [--memory-only]
+        [--memory-only | --fairness-only]
 
 The server (`attncli serve RUN --port 0`, default limits) runs pinned to one core
 (`taskset -c SERVER_CPU`), this process (the clients) to another; requests go over
@@ -30,6 +30,19 @@ table:
   the search. `--memory-only` measures memory alone (no offline rate, latency or
   throughput): on a machine with one free core, run it with the server and the clients
   on that core.
+
+- starvation: the wait of a one-sentence greedy request sent while a request of 500
+  sentences at beam 16 (other settings: batched apart) is being translated, one after
+  another until the large one is answered: the median and the longest, against the
+  target, twice its latency alone (the median of 20) plus one batch of the large
+  request (its time alone over its number of batches, counted from its sentences'
+  costs as the server counts them: source tokens times the beam, packed into
+  `--batch-tokens` 4096);
+- churn: 24 settings (beam 1 to 12, with and without attention weights), one
+  one-sentence request each, in turn, five rounds: the server's resident set after
+  each round, and its growth since the first (target: at most +10 %). The server keeps
+  8 traced searches per model beside the two it starts with, so every request of a
+  round after the first traces again. `--fairness-only` measures these two alone.
 
 The clients speak HTTP/1.1 on raw asyncio streams, so that they cost the client core
 little next to the server's.
@@ -156,6 +169,99 @@ async def throughput(host, port, sentences, clients, beam=1):
     return len(sentences) / seconds, refused
 
 
+def batches_of(run, sentences, beam, batch_tokens=4096):
+    """How many batches the server cuts `sentences` at `beam` into, one request alone:
+    each sentence costs its source tokens (with the end token if the model appends it)
+    times the beam, and a batch takes sentences in order while within `batch_tokens`."""
+    import tensorflow as tf
+
+    from attncli.cli.runs import model_directory
+    from attncli.data.tokenization import Tokenizer
+    from attncli.model.saving import read_model_config
+
+    directory = model_directory(run)
+    tokenizer = Tokenizer.load(directory, "source")
+    lengths = tokenizer.tokenize(tf.constant(sentences)).row_lengths().numpy()
+    end = int(read_model_config(directory)["source_end"])
+    batches, cost = 1, 0
+    for length in lengths:
+        text = max(int(length) + end, 1) * beam
+        if cost and cost + text > batch_tokens:
+            batches, cost = batches + 1, 0
+        cost += text
+    return batches
+
+
+async def starvation(host, port, sentences, batches, beam=16, count=500):
+    """Seconds of one-sentence greedy requests alone (20), of the large request alone,
+    and of one-sentence requests sent one after another while it is translated."""
+    large = {"texts": [sentences[i % len(sentences)] for i in range(count)], "beam": beam}
+    small = Connection(host, port)
+    await small.post("/translate", {"texts": sentences[:1], "beam": beam})  # traced
+    alone = []
+    for index in range(20):
+        started = time.perf_counter()
+        await small.post("/translate", {"texts": [sentences[index % len(sentences)]],
+                                        "beam": 1})
+        alone.append(time.perf_counter() - started)
+    started = time.perf_counter()
+    status, _ = await Connection(host, port).post("/translate", large)
+    large_alone = time.perf_counter() - started
+    assert status == 200, status
+    print(f"starvation: one sentence alone {1000 * statistics.median(alone):.0f} ms, "
+          f"{count} at beam {beam} alone {large_alone:.1f} s", file=sys.stderr, flush=True)
+    running = asyncio.ensure_future(Connection(host, port).post("/translate", large))
+    await asyncio.sleep(0.05)  # it has arrived
+    waits = []
+    while not running.done():
+        started = time.perf_counter()
+        status, _ = await small.post("/translate", {"texts": [sentences[len(waits) % len(
+            sentences)]], "beam": 1})
+        waits.append(time.perf_counter() - started)
+        assert status == 200, status
+    await running
+    small.close()
+    return statistics.median(alone), large_alone, large_alone / batches, waits
+
+
+async def churn(host, port, sentence, pid, rounds=5):
+    """The server's resident set after each round of 24 settings asked in turn."""
+    connection = Connection(host, port)
+    memory = []
+    for _ in range(rounds):
+        for beam in range(1, 13):
+            for attention in (False, True):
+                status, _ = await connection.post("/translate", {
+                    "texts": [sentence], "beam": beam, "attention": attention})
+                assert status == 200, status
+        memory.append(resident_mb(pid))
+        print(f"churn, round {len(memory)}: {memory[-1]:.0f} MB", file=sys.stderr, flush=True)
+    connection.close()
+    return memory
+
+
+def fairness_rows(run, host, port, sentences, pid):
+    """The starvation and churn rows of the table."""
+    batches = batches_of(run, [sentences[i % len(sentences)] for i in range(500)], 16)
+    alone, large, batch, waits = asyncio.run(starvation(host, port, sentences, batches))
+    target = 2 * alone + batch
+    rows = [
+        f"| one sentence alone, greedy (median of 20) | {1000 * alone:.0f} ms | | |",
+        f"| 500 sentences at beam 16 alone ({batches} batches) | {large:.2f} s, "
+        f"{1000 * batch:.0f} ms a batch | | |",
+        f"| one sentence during the 500 ({len(waits)} answered), median / longest | "
+        f"{1000 * statistics.median(waits):.0f} / {1000 * max(waits):.0f} ms | "
+        f"≤ {1000 * target:.0f} ms (2 x alone + a batch) | "
+        f"{max(waits) / target:.2f}x of the target |",
+    ]
+    memory = asyncio.run(churn(host, port, sentences[0], pid))
+    rows += [f"| memory after round {index + 1} of 24 settings | {megabytes:.0f} MB | "
+             + ("| |" if index == 0 else f"≤ {1.1 * memory[0]:.0f} MB (+10 %) | "
+                f"{100 * (megabytes - memory[0]) / memory[0]:+.1f} % |")
+             for index, megabytes in enumerate(memory)]
+    return rows
+
+
 def cpu_seconds(pid):
     """User and system CPU seconds of process `pid` so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -208,6 +314,8 @@ def main():
                         help="requests before the last memory figure; 0 skips it")
     parser.add_argument("--memory-only", action="store_true",
                         help="measure the server's memory alone")
+    parser.add_argument("--fairness-only", action="store_true",
+                        help="measure starvation and the churn of settings alone")
     parser.add_argument("--data", type=Path, default=os.environ.get("ATTNCLI_SHARED_DATA"),
                         help="data folder of a run that reads files (not the bundled corpus)")
     parser.add_argument("--offline-rate", type=Path, help=argparse.SUPPRESS)
@@ -221,6 +329,22 @@ def main():
     folder = Path(tempfile.mkdtemp(prefix="bench_serve_"))
     (folder / "sentences.txt").write_text("\n".join(sentences) + "\n", "utf-8")
     load = os.getloadavg()
+
+    if args.fairness_only:
+        with (folder / "server.txt").open("w") as log:
+            server, host, port = start_server(args.run, args.server_cpu, log)
+        try:
+            rows = fairness_rows(args.run, host, port, sentences, server.pid)
+        finally:
+            server.terminate()
+            server.wait(timeout=120)
+        print(f"\n{args.run}: server on CPU {args.server_cpu}, clients on CPU "
+              f"{args.client_cpu}; load average {load[0]:.2f} before, "
+              f"{os.getloadavg()[0]:.2f} after\n")
+        print("| measured | attncli serve | target | ratio |")
+        print("| --- | ---: | ---: | ---: |")
+        print("\n".join(rows))
+        return None
 
     if not args.memory_only:
         offline = json.loads(subprocess.run(
@@ -267,6 +391,8 @@ def main():
                 asyncio.run(throughput(host, port, sentences, 64))
                 served += len(sentences)
             sample_memory(memory, served, server.pid)
+        if not args.memory_only:
+            rows += fairness_rows(args.run, host, port, sentences, server.pid)
     finally:
         server.terminate()
         server.wait(timeout=120)
