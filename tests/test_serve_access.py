@@ -92,6 +92,28 @@ def test_allow_host_and_the_host_listened_on_are_served_and_a_wildcard_takes_add
         assert client.get("/health", headers={"host": "evil.example"}).status_code == 421
 
 
+def test_the_address_a_host_name_was_bound_to_is_served():
+    # `--host box.lan` prints `serving on http://192.168.1.10:PORT`: that URL must work.
+    hosts = Hosts("box.lan", bound="192.168.1.10")
+    assert hosts.allows("192.168.1.10") and hosts.allows("box.lan")
+    assert not hosts.allows("192.168.1.11")
+    assert Hosts("fe80::1%eth0", bound="fe80::1%eth0").allows("fe80::1")
+
+
+def test_an_ipv6_address_is_printed_whole_not_read_as_markup():
+    import io
+
+    from rich.console import Console
+
+    from attncli.cli.serve_command import shown_address
+
+    for address, url in (("fe80::1", "[fe80::1]"), ("127.0.0.1", "127.0.0.1")):
+        out = io.StringIO()
+        Console(file=out, width=200).print(f"http://{shown_address(address)}:8000",
+                                           highlight=False)
+        assert out.getvalue() == f"http://{url}:8000\n"
+
+
 # --- Origin and content type ----------------------------------------------------------
 
 

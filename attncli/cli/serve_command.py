@@ -27,6 +27,8 @@ import socket
 import sys
 import time
 
+from rich.markup import escape
+
 from attncli.cli.runs import model_directory, run_name
 from attncli.errors import AttncliError, clipped, first_line, shown
 
@@ -89,9 +91,9 @@ def listen(host, port):
     return sock
 
 
-def allowed_hosts(host, allowed):
-    """The `Hosts` of `--host` and each `--allow-host NAME`, checked: a name is a host
-    name or an IP address, without a scheme, a port or a path."""
+def allowed_hosts(host, allowed, bound=None):
+    """The `Hosts` of `--host`, each `--allow-host NAME` and the address `bound` to,
+    checked: a name is a host name or an IP address, without a scheme, a port or a path."""
     from attncli.serve.access import Hosts
 
     for name in allowed:
@@ -100,7 +102,13 @@ def allowed_hosts(host, allowed):
                 f"--allow-host {shown(name)}: give a host name or an address as a browser's "
                 "address bar has it, without http:// or a port, e.g. --allow-host myhost.lan"
             )
-    return Hosts(host, allowed)
+    return Hosts(host, allowed, bound)
+
+
+def shown_address(address):
+    """`address` as a URL writes it (an IPv6 one in brackets), escaped for Rich's markup,
+    where `[fe80::1]` would read as a style tag and vanish."""
+    return escape(f"[{address}]" if ":" in address else address)
 
 
 def _is_address(name):
@@ -133,7 +141,9 @@ def serve(*, run_path, ensemble, named, host, port, allowed, token, limits, cons
         )
     sock = listen(host, port)
     bound = sock.getsockname()
-    where = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+    # The URL printed must be one the server answers.
+    hosts = allowed_hosts(host, allowed, bound[0])
+    where = shown_address(bound[0])
     console.print(f"serving on http://{where}:{bound[1]} (loading {len(specs)} model"
                   f"{'s' if len(specs) > 1 else ''}; GET /health answers 503 until ready)",
                   highlight=False, soft_wrap=True)

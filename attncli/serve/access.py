@@ -80,9 +80,11 @@ class Hosts:
         listening: the address the server listens on (`--host`).
         added: names added with `--allow-host`: their `Host` and their pages' `Origin`
             are allowed.
+        bound: the address the socket was bound to, which the server prints as its URL
+            (`--host myhost.lan` listens on the address the name resolves to).
     """
 
-    def __init__(self, listening, added=()):
+    def __init__(self, listening, added=(), bound=None):
         listening = listening.strip("[]").lower()
         address = _address(listening)
         self.any_address = address is not None and address.is_unspecified
@@ -90,6 +92,8 @@ class Hosts:
         self.names = {"localhost", *self.added}
         if not self.any_address:
             self.names.add(listening)
+            if bound is not None:
+                self.names.add(bound.partition("%")[0].lower())
 
     def allows(self, name):
         """Whether `name` (from `host_name`) names this server."""
