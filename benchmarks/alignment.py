@@ -20,9 +20,9 @@ links.
 - **attncli**: `attncli align` run as a user runs it (the mean of the heads), on
   `--forward RUN` (English→French): the attention raw and shifted (Chen et al. 2020),
   each read by argmax and by mutual argmax (Jalili Sabet et al. 2020), per decoder layer
-  for a Transformer (else its one); with `--reverse RUN2`
-  (French→English, its last layer) the reverse model's links and the symmetrised ones
-  (Koehn et al. 2003); with `--guided RUN3` (an English→French run trained with guided
+  for a Transformer (else its one); with `--reverse RUN2` (French→English, its last
+  layer) the reverse model's links and the symmetrised ones (Koehn et al. 2003), by both
+  extractions; with `--guided RUN3` (an English→French run trained with guided
   alignment) its rows as RUN's. Adding `--gold $H/test.talp` to a row's command prints
   the row's figures.
 
@@ -263,34 +263,40 @@ def model_rows(test, name, model):
 
 
 def joined_rows(test, forward, reverse):
-    """The reverse model's rows and the symmetrised ones, raw and shifted (see the module).
+    """The reverse model's rows and the symmetrised ones, raw and shifted, by each of
+    `EXTRACTIONS` (see the module).
 
-    One `attncli align RUN --reverse RUN2 --format json` per shift gives both directions'
-    links (`forward`; `reverse`, already flipped) and their join by `--symmetrize`; each
-    `ATTNCLI_SYMMETRIZATIONS` row joins the two by the function `attncli align` calls, so
-    it is what `--symmetrize METHOD` prints (checked on the method the run was given).
+    One `attncli align RUN --reverse RUN2 --format json` per shift and extraction gives
+    both directions' links (`forward`; `reverse`, already flipped) and their join by
+    `--symmetrize`; each `ATTNCLI_SYMMETRIZATIONS` row joins the two by the function
+    `attncli align` calls, so it is what `--symmetrize METHOD` prints (checked on the
+    method the run was given).
     """
     reverse_rows, symmetrized = [], {method: [] for method in ATTNCLI_SYMMETRIZATIONS}
     for shift in (False, True):
-        base = ["--reverse", reverse.run, "--symmetrize"]
-        lines, command = attncli_align(
-            test, forward.run,
-            [*base, ATTNCLI_SYMMETRIZATIONS[-1], "--format", "json", *shift_options(shift)])
-        records = [json.loads(line) for line in lines]
-        directions = {direction: [frozenset(map(tuple, record.get(direction, [])))
-                                  for record in records]
-                      for direction in ("forward", "reverse", "links")}
-        reverse_rows.append(Row(f"attncli fr→en, {shift_name(shift)}",
-                                f"`{command}`: its `reverse` links", directions["reverse"]))
-        for method in ATTNCLI_SYMMETRIZATIONS:
-            links = [symmetrize(*pair, method)
-                     for pair in zip(directions["forward"], directions["reverse"])]
-            if method == ATTNCLI_SYMMETRIZATIONS[-1] and links != directions["links"]:
-                sys.exit(f"{command}: its links are not the {method} of its forward and "
-                         "reverse ones")
-            shown = shown_command(forward.run, [*base, method, *shift_options(shift)])
-            symmetrized[method].append(Row(f"attncli {method}, {shift_name(shift)}",
-                                           f"`{shown}`", links))
+        for extraction in EXTRACTIONS:
+            chosen = [*shift_options(shift),
+                      *(["--extraction", extraction] if extraction != "argmax" else [])]
+            named = shift_name(shift) + (f", {extraction}" if extraction != "argmax" else "")
+            base = ["--reverse", reverse.run, "--symmetrize"]
+            lines, command = attncli_align(
+                test, forward.run,
+                [*base, ATTNCLI_SYMMETRIZATIONS[-1], "--format", "json", *chosen])
+            records = [json.loads(line) for line in lines]
+            directions = {direction: [frozenset(map(tuple, record.get(direction, [])))
+                                      for record in records]
+                          for direction in ("forward", "reverse", "links")}
+            reverse_rows.append(Row(f"attncli fr→en, {named}",
+                                    f"`{command}`: its `reverse` links", directions["reverse"]))
+            for method in ATTNCLI_SYMMETRIZATIONS:
+                links = [symmetrize(*pair, method)
+                         for pair in zip(directions["forward"], directions["reverse"])]
+                if method == ATTNCLI_SYMMETRIZATIONS[-1] and links != directions["links"]:
+                    sys.exit(f"{command}: its links are not the {method} of its forward and "
+                             "reverse ones")
+                shown = shown_command(forward.run, [*base, method, *chosen])
+                symmetrized[method].append(Row(f"attncli {method}, {named}", f"`{shown}`",
+                                               links))
     return [*reverse_rows, *(row for rows in symmetrized.values() for row in rows)]
 
 

@@ -204,16 +204,15 @@ def test_attncli_rows_are_what_attncli_align_prints(stand_in, tmp_path):
     assert methods == [
         "attncli en→fr, raw", "attncli en→fr, raw, mutual-argmax",
         "attncli en→fr, shifted", "attncli en→fr, shifted, mutual-argmax",
-        "attncli fr→en, raw", "attncli fr→en, shifted",
-        "attncli intersection, raw", "attncli intersection, shifted",
-        "attncli grow-diag, raw", "attncli grow-diag, shifted",
-        "attncli grow-diag-final-and, raw", "attncli grow-diag-final-and, shifted",
+        *(f"attncli {method}, {named}"
+          for method in ("fr→en", "intersection", "grow-diag", "grow-diag-final-and")
+          for named in ("raw", "raw, mutual-argmax", "shifted", "shifted, mutual-argmax")),
     ]
     folder = data / "hansards-en-fr"
     # A row's command with --gold prints the row's figures: one run alone, and a
     # symmetrisation the script joined from another run's two directions.
     for method in ("attncli en→fr, shifted", "attncli en→fr, raw, mutual-argmax",
-                   "attncli grow-diag, shifted"):
+                   "attncli grow-diag, shifted", "attncli grow-diag-final-and, raw, mutual-argmax"):
         *row, command = table_row(result.stdout, method)
         arguments = command.strip("`").replace("$H", str(folder)).split()[2:]
         printed = attncli("align", *arguments, "--gold", folder / "test.talp", cwd=tmp_path)
