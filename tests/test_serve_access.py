@@ -302,6 +302,13 @@ def test_nesting_within_the_cap_is_read_and_brackets_in_strings_do_not_count(cli
     refused(answer, 422, "x: unknown field")
 
 
+def test_a_byte_order_mark_before_the_json_is_ignored(client):
+    body = "\ufeff" + json.dumps({"texts": ["abc"]})
+    answer = client.post("/translate", content=body.encode("utf-8"),
+                         headers={"content-type": "application/json"})
+    assert answer.status_code == 200, answer.text
+
+
 def test_a_huge_unknown_field_name_is_cut_in_the_error(client):
     answer = client.post("/translate", json={"texts": ["a"], "x" * 900_000: 1})
     refused(answer, 422, "unknown field")

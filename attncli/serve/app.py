@@ -365,7 +365,8 @@ async def _read_json(request, limits):
             raise RequestError(413, f"the body has more than {limits.max_body_bytes} bytes "
                                "(--max-body-bytes)")
     try:
-        text = body.decode("utf-8")
+        # A byte order mark before the JSON text is ignored, as RFC 8259 (8.1) allows.
+        text = body.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as error:
         raise RequestError(400, f"the body is not UTF-8 (byte {error.start})") from None
     depth = _depth(text)
