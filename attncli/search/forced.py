@@ -170,11 +170,11 @@ def _force_batch(translator, sources, references, log_probs):
         tf.cast(source_ids, tf.int32), target_in_ids, target_out_ids)
     if log_probs:
         chosen = chosen.numpy().astype("float64")
+        lengths = tf.cast(target_out.row_lengths(), tf.int32)
+        penalties = length_penalty(lengths, float(translator.search_config.alpha)).numpy()
     maps = {name: [np.asarray(layer, "float64") for layer in layers]
             for name, layers in maps.items()}
 
-    lengths = tf.cast(target_out.row_lengths(), tf.int32)
-    penalties = length_penalty(lengths, float(translator.search_config.alpha)).numpy()
     target_tokens = target_tokens.to_list()
     source_tokens = source_tokens.to_list()
     results = []
