@@ -233,12 +233,17 @@ def attncli_align(test, run, options=()):
     return lines, command
 
 
-def shift_options(shift):
-    return ["--shift"] if shift else []
+def choice_options(shift, extraction):
+    """`attncli align`'s options for a shift and an extraction (argmax, the default,
+    written out of none)."""
+    return [*(["--shift"] if shift else []),
+            *(["--extraction", extraction] if extraction != "argmax" else [])]
 
 
-def shift_name(shift):
-    return "shifted" if shift else "raw"
+def choice_name(shift, extraction):
+    """`raw`, `shifted, mutual-argmax`, ...: how a row names them."""
+    return ("shifted" if shift else "raw") + (f", {extraction}" if extraction != "argmax"
+                                              else "")
 
 
 def model_rows(test, name, model):
@@ -248,14 +253,12 @@ def model_rows(test, name, model):
     for layer in model.layers:
         for shift in (False, True):
             for extraction in EXTRACTIONS:
-                options = [*(["--layer", layer] if layer else []), *shift_options(shift),
-                           *(["--extraction", extraction] if extraction != "argmax" else [])]
+                options = [*(["--layer", layer] if layer else []),
+                           *choice_options(shift, extraction)]
                 lines, command = attncli_align(test, model.run, options)
                 links = [parse_pharaoh(line, f"{command} line {number}")
                          for number, line in enumerate(lines, start=1)]
-                method = f"{name}, {shift_name(shift)}"
-                if extraction != "argmax":
-                    method += f", {extraction}"
+                method = f"{name}, {choice_name(shift, extraction)}"
                 if layer:
                     method += f", layer {layer} of {len(model.layers)}"
                 rows.append(Row(method, f"`{command}`", links))
@@ -275,9 +278,7 @@ def joined_rows(test, forward, reverse):
     reverse_rows, symmetrized = [], {method: [] for method in ATTNCLI_SYMMETRIZATIONS}
     for shift in (False, True):
         for extraction in EXTRACTIONS:
-            chosen = [*shift_options(shift),
-                      *(["--extraction", extraction] if extraction != "argmax" else [])]
-            named = shift_name(shift) + (f", {extraction}" if extraction != "argmax" else "")
+            chosen, named = choice_options(shift, extraction), choice_name(shift, extraction)
             base = ["--reverse", reverse.run, "--symmetrize"]
             lines, command = attncli_align(
                 test, forward.run,
