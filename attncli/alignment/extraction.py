@@ -10,7 +10,9 @@ over the sentences' space-separated words as given.
    `W` `(target tokens, source tokens)`, row t the attention of the step that emitted
    target token t. Luong et al. 2015 read alignments off it this way; Garg et al. 2019
    ("Jointly learning to align and translate with Transformer models") found the
-   penultimate Transformer block's attention closest to word alignments.
+   penultimate Transformer block's attention closest to word alignments. A model with
+   an alignment layer (`attncli.model.alignment_layer`, trained to align) is read
+   through it instead, unless the cross-attention is asked for.
 2. **The shift** (Chen et al. 2020, "Accurate word alignment induction from neural
    machine translation", shift-att): the step that emits token t has not read it yet;
    the step whose decoder *input* is token t has. With `shift`, token t's row is row
@@ -66,11 +68,38 @@ class AttentionChoice(NamedTuple):
         layer: the cross-attention block, 1-based; None, the last.
         head: the head, 1-based; None, the mean of the heads.
         shift: read token t's links from row t + 1 (Chen et al. 2020).
+        attention: `"cross"` (the decoder's cross-attention), `"alignment"` (the
+            alignment layer's), or None: the alignment layer where the model has one.
     """
 
     layer: int | None = None
     head: int | None = None
     shift: bool = False
+    attention: str | None = None
+
+
+#: The attentions links may be read from.
+ATTENTIONS = ("cross", "alignment")
+
+
+def read_attention(forced, choice):
+    """The name of the attention `choice` reads in `forced` (see `AttentionChoice`).
+
+    Raises:
+        ChoiceError: the alignment layer asked of a model without one, or a layer or
+            head asked of it.
+    """
+    has_layer = "alignment" in forced.attentions
+    name = choice.attention or ("alignment" if has_layer else "cross")
+    if name == "alignment" and not has_layer:
+        raise ChoiceError("attention alignment: the model has no alignment layer (train "
+                          "one with model.alignment_layer: docs/alignment.md); read "
+                          "--attention cross")
+    if name == "alignment" and (choice.layer, choice.head) != (None, None):
+        raise ChoiceError("layer and --head choose a block and head of the "
+                          "cross-attention; the alignment layer has one of each: add "
+                          "--attention cross to read the cross-attention")
+    return name
 
 
 class WordAttention(NamedTuple):
@@ -93,7 +122,7 @@ def check_choice(forced, choice):
     Raises:
         ChoiceError: `"layer 3 is out of range: ..."` or `"head 9 ..."`.
     """
-    layers = forced.attentions["cross"]
+    layers = forced.attentions[read_attention(forced, choice)]
     if choice.layer is not None and not 1 <= choice.layer <= len(layers):
         raise ChoiceError(f"layer {choice.layer} is out of range: the model's cross-attention "
                           f"has {_counted(len(layers), 'layer')} (1..{len(layers)})")
@@ -111,7 +140,7 @@ def token_weights(forced, choice):
     """`W` (or `W'` with `choice.shift`) `(len(forced.tokens), len(forced.source_tokens))`:
     the chosen layer's head, or the mean of its heads (see the module)."""
     check_choice(forced, choice)
-    layers = forced.attentions["cross"]
+    layers = forced.attentions[read_attention(forced, choice)]
     heads = layers[(choice.layer or len(layers)) - 1]  # (heads, T, S)
     weights = heads.mean(axis=0) if choice.head is None else heads[choice.head - 1]
     if choice.shift:

@@ -64,6 +64,12 @@ def align_command(load_tensorflow):
             typer.Option("--target", metavar="FILE", help="Their translations, line-aligned "
                          "with --source."),
         ] = None,
+        attention: Annotated[
+            str | None,
+            typer.Option(metavar="NAME", help="cross: the decoder's attention over the "
+                         "source; alignment: the alignment layer (model.alignment_layer).",
+                         show_default="alignment where the model has it, else cross"),
+        ] = None,
         layer: Annotated[
             int | None, typer.Option(help="The cross-attention block (1-based).",
                                      show_default="the last")
@@ -117,8 +123,8 @@ def align_command(load_tensorflow):
         """
         settings = check_settings(
             input_file=input_file, source_file=source_file, target_file=target_file,
-            layer=layer, head=head, extraction=extraction, threshold=threshold, shift=shift,
-            reverse=reverse, symmetrize=symmetrize, gold=gold, output_format=output_format,
+            attention=attention, layer=layer, head=head, extraction=extraction,
+            threshold=threshold, shift=shift, reverse=reverse, symmetrize=symmetrize, gold=gold, output_format=output_format,
             batch_size=batch_size,
         )
         from rich.console import Console
@@ -145,16 +151,20 @@ class Settings(NamedTuple):
 
 
 def check_settings(*, input_file, source_file, target_file, layer, head, extraction,
-                   threshold, shift, reverse, symmetrize, gold, output_format, batch_size):
+                   threshold, shift, reverse, symmetrize, gold, output_format, batch_size,
+                   attention=None):
     """The `Settings` of the options; each bad value or combination is one line."""
-    from attncli.alignment.extraction import (EXTRACTIONS, AttentionChoice, Extraction,
-                                              threshold_methods)
+    from attncli.alignment.extraction import (ATTENTIONS, EXTRACTIONS, AttentionChoice,
+                                              Extraction, threshold_methods)
 
     if output_format not in FORMATS:
         raise AttncliError(f"--format {shown(output_format)} is not a format; choose "
                            f"one of {', '.join(FORMATS)}")
     if batch_size < 1:
         raise AttncliError(f"--batch-size must be >= 1. Received: --batch-size={batch_size}")
+    if attention is not None and attention not in ATTENTIONS:
+        raise AttncliError(f"--attention {shown(attention)}: choose one of "
+                           f"{', '.join(ATTENTIONS)}")
     for name, value in (("--layer", layer), ("--head", head)):
         if value is not None and value < 1:
             raise AttncliError(f"{name} counts from 1. Received: {name}={value}")
@@ -184,7 +194,8 @@ def check_settings(*, input_file, source_file, target_file, layer, head, extract
         raise AttncliError(f"--symmetrize {shown(symmetrize)}: choose one of "
                            f"{', '.join(SYMMETRIZATIONS)}")
     return Settings(
-        input_file, source_file, target_file, AttentionChoice(layer, head, shift),
+        input_file, source_file, target_file,
+        AttentionChoice(layer, head, shift, attention),
         Extraction(method, threshold), reverse,
         (symmetrize or DEFAULT_SYMMETRIZATION) if reverse is not None else None,
         gold, output_format, batch_size,

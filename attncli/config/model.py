@@ -111,6 +111,12 @@ class ModelSettings:
             embedding is that matrix too: needs one vocabulary for both sides,
             `data.shared_vocab`). An RNN decoder's features have `units`
             values, so tying needs `units = embedding_dim`. Defaults to `"none"`.
+        alignment_layer: bool, add an alignment layer (after Garg et al. 2019's,
+            `attncli.model.alignment_layer`): an attention over the encoder's
+            outputs whose query reads the target token itself and the decoder
+            around it, trained by guided alignment alone (`training.guided_alignment`,
+            which it needs) and read by `attncli align`. Translation never uses it.
+            Defaults to False.
     """
 
     embedding_dim: int = 256
@@ -139,6 +145,7 @@ class ModelSettings:
     attention_dropout: float = 0.0
     encoder_norm_gain: float = 1.0
     tie_embeddings: Literal["none", "target", "all"] = "none"
+    alignment_layer: bool = False
 
     def __post_init__(self):
         for name in ("embedding_dim", "units", "encoder_layers", "encoder_blocks",

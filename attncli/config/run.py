@@ -73,6 +73,11 @@ class RunConfig:
                 guided.supervised(self.model)
             except ValueError as error:
                 raise ValueError(f"training.{error}") from None
+        elif self.model.alignment_layer:
+            raise ValueError(
+                "model.alignment_layer learns from guided alignment alone: set "
+                "training.guided_alignment and data.alignments, or leave it false"
+            )
 
 
 

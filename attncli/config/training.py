@@ -26,7 +26,10 @@ class GuidedAlignment:
 
     `t` runs over the N target tokens of the batch with at least one link (`[END]` has
     none), `P_t` are the pieces of the source words linked to the word of token `t`, and
-    `a_t` the supervised attention's weights at the step that emits `y_t`.
+    `a_t` the supervised attention's weights at the step that emits `y_t`. With
+    `model.alignment_layer` the supervised attention is the alignment layer's, and each
+    loss trains its own weights: the translation loss the model's, `L_align` the
+    alignment layer's (`attncli.model.alignment_layer`).
 
     Args:
         weight: float > 0, the weight of the alignment loss: the training loss is the
@@ -38,11 +41,16 @@ class GuidedAlignment:
         head: int >= 1 or None, the head of that cross-attention supervised, None
             meaning head 1 (Garg et al. supervise one head). A recurrent decoder's
             attention has one: None or 1. Defaults to None.
+        freeze_translation: bool, train the alignment layer alone: the model's own
+            weights stay as they are (start them with `--init-from RUN`), so its
+            translations do not change, and a step costs a forward pass of the model.
+            Needs `model.alignment_layer`. Defaults to False.
     """
 
     weight: float
     layer: int | None = None
     head: int | None = None
+    freeze_translation: bool = False
 
     def __post_init__(self):
         if self.weight <= 0:
@@ -58,11 +66,27 @@ class GuidedAlignment:
         """`(layer, head)`, 1-based, of the cross-attention supervised in `model` (the
         `ModelSettings`), the defaults resolved.
 
+        Returns `"alignment"` instead for a model with an alignment layer, which is
+        what is supervised then (`layer` and `head` must be left null).
+
         Raises:
             ValueError: a layer or head the model does not have, or weights the model
                 drops out (a self-attention decoder with `attention_dropout`: its
                 attention weights are returned after dropout).
         """
+        if model.alignment_layer:
+            for name in ("layer", "head"):
+                if getattr(self, name) is not None:
+                    raise ValueError(
+                        f"guided_alignment.{name}: model.alignment_layer is what is "
+                        f"supervised: leave {name} null. Received: {name}={getattr(self, name)}"
+                    )
+            return "alignment"
+        if self.freeze_translation:
+            raise ValueError(
+                "guided_alignment.freeze_translation trains the alignment layer alone: set "
+                "model.alignment_layer: true"
+            )
         if model.decoder != "self-attention":
             for name in ("layer", "head"):
                 if getattr(self, name) not in (None, 1):

@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from attncli.config.model import ModelConfig
+from attncli.model.alignment_layer import AlignmentLayer
 from attncli.model.cascade_encoder import CascadeEncoder
 from attncli.model.decoder import BahdanauDecoder, LuongDecoder
 from attncli.model.encoder import Encoder
@@ -36,6 +37,10 @@ class Seq2Seq(keras.Model):
     embedding and the output weight. A self-attention side embeds `sqrt(d) E[w] +
     PE`, an RNN side `E[w]`; the logits use E unscaled. Tied, the matrix is one
     variable, updated by the sum of the gradients of all its uses.
+
+    `config.alignment_layer` adds an `AlignmentLayer`, an attention over the source
+    trained by guided alignment alone and read by `attncli align` (its weights are the
+    maps' `"alignment"`); translation never calls it.
 
     All weights exist as soon as the model is constructed.
 
@@ -127,6 +132,11 @@ class Seq2Seq(keras.Model):
             self.decoder = BahdanauDecoder(**decoder_args)
         else:
             self.decoder = LuongDecoder(input_feeding=config.input_feeding, **decoder_args)
+        self.alignment_layer = (
+            AlignmentLayer(config.model_dim if self.self_attention_decoder else config.units,
+                           name="alignment_layer")
+            if config.alignment_layer else None
+        )
         self.build()
 
     @property
@@ -145,6 +155,12 @@ class Seq2Seq(keras.Model):
         for layer in self.bridge_layers:
             layer.build((None, self.config.final_state_dim))
         self.decoder.build()
+        if self.alignment_layer is not None:
+            features = (
+                self.config.model_dim if self.self_attention_decoder else self.config.units)
+            self.alignment_layer.build((None, None, features),
+                                       (None, None, self.config.embedding_dim),
+                                       (None, None, self.config.memory_dim))
         self.built = True
 
     def bridge(self, final_state):
@@ -231,9 +247,16 @@ class Seq2Seq(keras.Model):
         `(batch_size, T, S)` are those search reports (see `call`), or with
         `cross_attention=(layer, head)` (1-based) that head of that block's
         cross-attention, what guided alignment training supervises (a recurrent
-        decoder has one attention, whatever the pair).
+        decoder has one attention, whatever the pair), or with
+        `cross_attention="alignment"` the alignment layer's.
         """
         source_ids, target_in_ids = inputs
+        if cross_attention == "alignment":
+            values, final_state, source_mask = self.encoder(source_ids, training=training)
+            features, _ = self._decode(target_in_ids, values, final_state, source_mask,
+                                       training=training)
+            return features, self.alignment_weights(features, target_in_ids, values,
+                                                    source_mask)
         memory, state = self.encode(source_ids, training=training)
         if cross_attention is None or not self.self_attention_decoder:
             return self.decoder(
@@ -253,7 +276,7 @@ class Seq2Seq(keras.Model):
             Tv)`: `"encoder"` (the blocks of self-attention and cascade encoders;
             else empty), `"decoder"` (self-attention decoders' own; else empty) and
             `"cross"`, over the source (an RNN decoder's one attention as a single
-            head).
+            head); with an alignment layer, `"alignment"` too (one layer, one head).
         """
         return self.teacher_forced(source_ids, target_in_ids)[1]
 
@@ -272,14 +295,37 @@ class Seq2Seq(keras.Model):
             )
         else:
             values, final_state, source_mask = self.encoder(source_ids)
+        features, maps = self._decode(target_in_ids, values, final_state, source_mask)
+        maps = {"encoder": encoder_maps, **maps}
+        if self.alignment_layer is not None:
+            weights = self.alignment_weights(features, target_in_ids, values, source_mask)
+            maps["alignment"] = [weights[:, None]]
+        return features, maps
+
+    def _decode(self, target_in_ids, values, final_state, source_mask, training=None):
+        """The teacher-forced decoder over the encoder's outputs: `(features, maps)`,
+        `maps` `"decoder"` and `"cross"` as in `attention_maps`."""
         memory = self.decoder.memory(values, source_mask)
         if self.self_attention_decoder:
-            features, _, maps = self.decoder(target_in_ids, None, memory,
+            features, _, maps = self.decoder(target_in_ids, None, memory, training=training,
                                              return_attention_scores=True)
-            return features, {"encoder": encoder_maps, **maps}
+            return features, maps
         state = self.decoder.initial_state(self.bridge(final_state))
-        features, weights = self.decoder(target_in_ids, state, memory)
-        return features, {"encoder": encoder_maps, "decoder": [], "cross": [weights[:, None]]}
+        features, weights = self.decoder(target_in_ids, state, memory, training=training)
+        return features, {"decoder": [], "cross": [weights[:, None]]}
+
+    def alignment_weights(self, features, target_in_ids, values, source_mask):
+        """The alignment layer's weights `(batch_size, T, S)` (`AlignmentLayer`): row t
+        for the output `y_t`, from the features of the pass over `target_in_ids`
+        (`[bos] y_1 ..`) and `E(y_t)`, the embedding of the next token read."""
+        following = ops.concatenate(
+            [target_in_ids[:, 1:], ops.zeros_like(target_in_ids[:, :1])], axis=1)
+        embedding = self.decoder.embedding
+        # A self-attention decoder's embedding adds positions to its token table.
+        table = getattr(embedding, "token_embedding", embedding)
+        embedded = table(following) * ops.cast(
+            ops.expand_dims(following != 0, -1), table.compute_dtype)
+        return self.alignment_layer(features, embedded, values, source_mask)
 
     def trace(self, source_ids, target_in_ids, attention="cross", layer=1, head=None,
               step=1):

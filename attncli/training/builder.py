@@ -34,9 +34,9 @@ from attncli.model.saving import (
 )
 from attncli.training.checkpoint_files import checkpoint_paths, repair_index
 from attncli.training.distribution import Workers, make_strategy
-from attncli.training.init_from import grows_into_cascade, read_record
+from attncli.training.init_from import gains_alignment_layer, grows_into_cascade, read_record
 from attncli.training.precision import resolve as resolve_precision
-from attncli.training.steps import GradientSums, make_optimizer
+from attncli.training.steps import GradientSums, make_optimizer, trained_variables
 from attncli.training.stop_metric import StopMetric
 
 
@@ -208,10 +208,10 @@ def build_training(config, run, progress, data_dir=None, resume=False, strategy=
         position = TrainingPosition.start(guided=word_links is not None)
         # The optimizer's variables must exist before a checkpoint is restored: Keras's
         # optimizer does not take the values of variables it creates later.
-        optimizer.build(model.trainable_variables)
+        optimizer.build(trained_variables(model, training))
         sums = None
         if training.accumulate_steps > 1:
-            sums = GradientSums(model.trainable_variables, training.accumulate_steps)
+            sums = GradientSums(trained_variables(model, training), training.accumulate_steps)
     # The sums are checkpointed only when there are any, so that the checkpoints of
     # runs without them keep their contents (accumulate_steps cannot change on resume).
     extra = {} if sums is None else {"gradient_sums": sums}
@@ -354,12 +354,16 @@ def load_initial_weights(model, init_from, progress):
             "--overwrite"
         ) from None
     taken = "its weights and vocabularies"
-    if grows_into_cascade(kept, model.config):
+    grown = [change for change, made in (
+        ("its recurrent encoder grown into a cascade", grows_into_cascade(kept, model.config)),
+        ("an alignment layer added", gains_alignment_layer(kept, model.config)),
+    ) if made]
+    if grown:
         fresh = load_matching_weights(model, kept, init_from.weights_path, advice,
                                       error=AttncliError)
         taken = (f"its vocabularies and {len(model.weights) - len(fresh)} of the "
-                 f"{len(model.weights)} weights, its recurrent encoder grown into a "
-                 f"cascade; fresh: {', '.join(fresh_parts(model, fresh))}")
+                 f"{len(model.weights)} weights, {' and '.join(grown)}; fresh: "
+                 f"{', '.join(fresh_parts(model, fresh))}")
     else:
         load_weights(model, init_from.weights_path, advice, error=AttncliError)
     progress.message(

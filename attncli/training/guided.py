@@ -20,6 +20,11 @@ over the linked target tokens where Garg et al. average over all target tokens: 
 with few links is not diluted by its unlinked words. A pair without links adds nothing,
 neither to the sum nor to N. Validation's loss stays the
 translation loss.
+
+With an alignment layer (`model.alignment_layer`) the supervised weights are that
+layer's, whose inputs are cut from the gradient: `L_align` trains the layer alone and
+the translation loss the rest; with `freeze_translation` only the layer is trained
+(`attncli.training.steps.trained_variables`).
 """
 
 import numpy as np
@@ -69,8 +74,10 @@ def guided_objective(model, config, inputs, labels):
     """
     guided = config.guided_alignment
     inputs, (target_out, gold) = longest_source_first(inputs, labels)
+    # A frozen model runs as it translates, without dropout.
     features, weights = model.features(
-        inputs, training=True, cross_attention=guided.supervised(model.config)
+        inputs, training=not guided.freeze_translation,
+        cross_attention=guided.supervised(model.config),
     )
     logits, token_labels, mask = output_logits(model, features, target_out, config.logits_on)
     total, tokens = summed_cross_entropy(logits, token_labels, mask, config.label_smoothing)
@@ -80,3 +87,4 @@ def guided_objective(model, config, inputs, labels):
     report = {"loss": translation, "tokens": tokens, "alignment_loss": alignment,
               "links": links}
     return translation + guided.weight * alignment, report
+

@@ -9,8 +9,9 @@ must build the same model: every `model:` key equal to RUN's but `dropout` and
 `attention_dropout` (they shape no weight), and every tokenization and vocabulary key of
 `data:` equal (`source`, `target`, `shared_vocab`, `source_end`).
 
-One change of architecture is allowed: a run with a recurrent encoder may grow into a
-cascade (`encoder: cascade`, the recurrent layers of Chen et al. 2018 with self-attention
+Two changes of architecture are allowed. A model may gain an alignment layer
+(`model.alignment_layer`, trained by guided alignment). A run with a recurrent encoder may
+grow into a cascade (`encoder: cascade`, the recurrent layers of Chen et al. 2018 with self-attention
 blocks stacked on them). The keys that shape only the blocks are the new configuration's
 to set; every other key stays RUN's. The weights the two models share (same path, same
 shape) are RUN's, the rest start fresh (`load_initial_weights` in the builder says which).
@@ -188,9 +189,16 @@ def grows_into_cascade(kept, model):
     return kept.encoder == "rnn" and model.encoder == "cascade"
 
 
+def gains_alignment_layer(kept, model):
+    """Whether a model of settings `model` adds an alignment layer to RUN's (`kept`)."""
+    return model.alignment_layer and not kept.alignment_layer
+
+
 def _model_keys(kept, model):
     """The model keys that must be equal to RUN's."""
     free = FREE_MODEL_KEYS
+    if gains_alignment_layer(kept, model):
+        free += ("alignment_layer",)
     if grows_into_cascade(kept, model):
         free += ("encoder",) + BLOCK_KEYS
         if kept.decoder != "self-attention":

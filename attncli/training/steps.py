@@ -312,6 +312,16 @@ class GradientSums(tf.Module):
         self.batches.assign(0)
 
 
+def trained_variables(model, config):
+    """The variables the training step updates, which the optimizer is built with: the
+    model's, or with `guided_alignment.freeze_translation` its alignment layer's alone
+    (`attncli.training.guided`)."""
+    guided = config.guided_alignment
+    if guided is not None and guided.freeze_translation:
+        return model.alignment_layer.trainable_variables
+    return model.trainable_variables
+
+
 def make_train_step(model, optimizer, config=None, sums=None):
     """A compiled training step for `model`.
 
@@ -335,7 +345,7 @@ def make_train_step(model, optimizer, config=None, sums=None):
         translation loss.
     """
     config = config or TrainingConfig()
-    variables = model.trainable_variables
+    variables = trained_variables(model, config)
     optimizer.build(variables)
     if sums is not None:
         return _accumulating_step(model, optimizer, config, sums)
@@ -353,7 +363,7 @@ def make_train_step(model, optimizer, config=None, sums=None):
 
 def _accumulating_step(model, optimizer, config, sums):
     """`make_train_step` with `GradientSums`: one update every `sums.steps` batches."""
-    variables = model.trainable_variables
+    variables = trained_variables(model, config)
 
     @tf.function(input_signature=_objective(config)[1])
     def add_batch(inputs, target_out):
@@ -426,7 +436,7 @@ def make_distributed_train_step(model, optimizer, strategy, element_spec, config
         each worker's own) of all replicas, which every worker receives alike.
     """
     config = config or TrainingConfig()
-    variables = model.trainable_variables
+    variables = trained_variables(model, config)
     if not optimizer.built:
         with strategy.scope():
             optimizer.build(variables)

@@ -22,7 +22,7 @@ from attncli.files import write_json_atomically, write_text_atomically
 from attncli.search.loading import load_model
 from attncli.search.evaluation import evaluate_corpus, reference_normaliser
 from attncli.search.translation import Translator
-from attncli.training.steps import make_eval_step
+from attncli.training.steps import make_eval_step, trained_variables
 
 
 class Validator:
@@ -119,12 +119,12 @@ class Validator:
 
         The raw weights, which training goes on with, are put back on leaving, also
         when the evaluation fails. The optimizer pairs its averages with the variables
-        it was built with, `model.trainable_variables` (see `build_training`).
+        it was built with, `trained_variables` (see `build_training`).
         """
         if self.config.training.average_decay is None:
             yield
             return
-        variables = self.model.trainable_variables
+        variables = trained_variables(self.model, self.config.training)
         raw = [keras.ops.convert_to_numpy(variable) for variable in variables]
         try:
             self.optimizer.finalize_variable_values(variables)
