@@ -19,7 +19,7 @@ import pytest
 from matplotlib import colormaps
 from typer.testing import CliRunner
 
-from attncli_runs import start, stop, trained, wait_for  # noqa: F401 (trained: a fixture)
+from attncli_runs import REPO, start, stop, trained, wait_for  # noqa: F401 (trained: a fixture)
 from cli_errors import one_line_error
 
 from attncli.cli.app import app
@@ -253,6 +253,51 @@ def test_the_served_page_translates_shows_the_attention_and_walks_a_step(
     assert "(after [START])" in tab.inner_text("#walk h3")
     assert {re.sub(r"^http://[^/]+", "", url) for url in tab.requests} == {
         "/", "/models", "/translate", "/inspect", "/step"}
+
+
+@pytest.mark.slow
+def test_a_sentence_longer_than_the_training_pairs_is_noted(tab, server):
+    with urllib.request.urlopen(f"{server}/models", timeout=10) as answer:
+        [model] = json.load(answer)["models"]
+    assert model["max_length"] == 12  # configs/tiny-test.yaml's data.max_length
+    tab.goto(f"{server}/")
+    tab.wait_for_selector("#model option", state="attached")
+    tab.fill("#texts", SENTENCE)
+    tab.click("#submit")
+    tab.wait_for_selector("[data-heatmap]")
+    assert tab.is_hidden("#long-input")
+    # A recurrent model has one attention of one layer and one head: no overview.
+    assert tab.is_hidden("#overview")
+    tab.fill("#texts", " ".join([SENTENCE] * 5))
+    with tab.expect_response("**/inspect") as answer:
+        tab.click("#submit")
+    count = len(answer.value.json()["source_tokens"])
+    assert count > 12
+    tab.wait_for_selector("#long-input:not([hidden])")
+    assert tab.inner_text("#long-input") == (
+        f"This sentence is {count} tokens; the model was trained on sentences of at most 12.")
+
+
+@pytest.mark.slow
+def test_the_training_max_length_is_read_from_the_run_or_the_model(
+        trained, tmp_path):  # noqa: F811
+    import shutil
+
+    import yaml
+
+    from attncli.cli.runs import shipped_models
+    from attncli.model.saving import saved_metadata
+    from attncli.serve.registry import training_max_length
+
+    demo = shipped_models()["demo"]
+    config = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text(encoding="utf-8"))
+    assert training_max_length(demo, saved_metadata(demo)) == config["data"]["max_length"]
+    model = trained / "model"
+    assert training_max_length(model, saved_metadata(model)) == 12
+    # A model folder copied out of its run has no config to say: nothing is shown.
+    alone = tmp_path / "model"
+    shutil.copytree(model, alone)
+    assert training_max_length(alone, saved_metadata(alone)) is None
 
 
 # ---- the choices of a self-attention model, on known numbers ----------------------------

@@ -19,6 +19,7 @@ import collections
 import contextlib
 import dataclasses
 import math
+from pathlib import Path
 from typing import NamedTuple
 
 from attncli.config.search import Sampling, SamplingOptions, SearchConfig, requested_sampling
@@ -119,6 +120,33 @@ def traced_as(search, sampling):
     return search, sampling
 
 
+def training_max_length(directory, metadata):
+    """The `data.max_length` the model in `directory` was trained with: training pairs
+    with more tokens on either side were dropped (`attncli.config.data.DataConfig`), so
+    a longer sentence is one it never saw whole.
+
+    Read from the model's `metadata` (`max_length`: the shipped demo model carries it),
+    else from its run's `config.yaml` when `directory` is a run's `model/` folder; None
+    when neither says.
+    """
+    import yaml
+
+    from attncli.training.run_directory import RunDirectory
+
+    given = metadata.get("max_length")
+    if given is None:
+        run = RunDirectory(Path(directory).parent)
+        if Path(directory).name != "model" or not run.marker_path.is_file():
+            return None
+        try:
+            config = yaml.safe_load(run.config_path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            return None
+        data = config.get("data") if isinstance(config, dict) else None
+        given = data.get("max_length") if isinstance(data, dict) else None
+    return given if type(given) is int and given >= 1 else None
+
+
 class ServedModel:
     """One model (or ensemble) a server translates with.
 
@@ -127,13 +155,16 @@ class ServedModel:
         loaded: the `LoadedModel` (its `model` an `Ensemble` for several runs).
         members: the number of runs decoded together.
         limits: the server's `Limits`.
+        max_length: the `data.max_length` the model was trained with
+            (`training_max_length`), or None when unknown. Defaults to None.
     """
 
-    def __init__(self, name, loaded, members, limits):
+    def __init__(self, name, loaded, members, limits, max_length=None):
         self.name = name
         self.loaded = loaded
         self.members = members
         self.limits = limits
+        self.max_length = max_length
         self.levels = (loaded.source_tokenizer.level, loaded.target_tokenizer.level)
         self.task = loaded.metadata.get("task", "translation")
         self.defaults = loaded.search  # the run's decoding section, checked when read
@@ -153,6 +184,7 @@ class ServedModel:
             "source_level": self.levels[0],
             "target_level": self.levels[1],
             "decoding": self.defaults.to_dict(),
+            "max_length": self.max_length,
         }
 
     def search(self, beam=None, alpha=None, n_best=None):
@@ -371,8 +403,9 @@ class Registry:
         # that many functions were traced says nothing to act on here.
         tf.get_logger().setLevel("ERROR")
         for name, directories in self.specs:
-            model = ServedModel(name, load_ensemble(directories), len(directories),
-                                self.limits)
+            loaded = load_ensemble(directories)
+            model = ServedModel(name, loaded, len(directories), self.limits,
+                                training_max_length(directories[0], loaded.metadata))
             model.start()
             self.models[name] = model
             if report is not None:

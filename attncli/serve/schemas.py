@@ -111,6 +111,9 @@ class ModelDescription(BaseModel):
     source_level: str
     target_level: str
     decoding: dict
+    max_length: int | None = Field(description="The run's data.max_length: training pairs "
+                                   "with more tokens on either side were dropped, so the "
+                                   "model never saw a longer sentence; null when unknown.")
 
 
 class ModelsResponse(BaseModel):

@@ -38,6 +38,7 @@
     step: null, // the walked row, 1-based
     words: false, // the words view is shown
     scale: "fixed", // colours from 0 to 1 ("fixed") or to the largest weight shown
+    models: [], // the server's /models descriptions (none offline)
   };
   // What came before the first output token, spelt as the vocabulary and the server do.
   const START = "[START]";
@@ -420,6 +421,121 @@
     byId("legend-top").textContent = top === 1 ? "1" : fixed(top);
     byId("legend-note").hidden = state.scale !== "largest";
     show(null);
+    showOverview(entry);
+  }
+
+  // ---- every layer and head ---------------------------------------------------------
+
+  // The most pixels a side of one small heatmap takes; each cell is a square of whole
+  // pixels, at least one.
+  const OVERVIEW_SIDE = { phone: 48, wide: 96 };
+
+  // One small heatmap per layer (rows) and head (columns) of `entry`, coloured 0 to 1
+  // whatever the main view's scale, so heads can be compared; a self-attention model's
+  // only (a recurrent model has one attention, with one layer and one head).
+  function showOverview(entry) {
+    const section = byId("overview");
+    const box = byId("overview-scroll");
+    const heads = Math.max(...entry.layers.map((layer) => layer.heads.length));
+    const selfAttention = state.view.attentions.some((item) => item.attention !== "cross");
+    if (!selfAttention || entry.layers.length * heads < 2) {
+      section.hidden = true;
+      box.replaceChildren();
+      return;
+    }
+    const focused = box.contains(document.activeElement) ? document.activeElement : null;
+    const side = window.innerWidth < 768 ? OVERVIEW_SIDE.phone : OVERVIEW_SIDE.wide;
+    const scale = Math.max(1, Math.floor(side / Math.max(entry.rows.length,
+      entry.columns.length)));
+    const title = entry.title || NAMES[entry.attention];
+    const grid = element("div", {
+      className: "overview-grid", role: "grid",
+      "aria-label": `${title}: every layer (rows) and head (columns); Enter shows one`,
+      "aria-rowcount": entry.layers.length + 1, "aria-colcount": heads + 1,
+      "data-overview": entry.attention, "data-layers": entry.layers.length,
+      "data-heads": heads, "data-scale": scale,
+    });
+    grid.style.gridTemplateColumns = `auto repeat(${heads}, max-content)`;
+    grid.append(element("div", { className: "heatmap-row", role: "row" },
+      element("div", { className: "overview-corner", role: "columnheader" }),
+      ...Array.from({ length: heads }, (_, h) => element("div", {
+        className: "overview-label", role: "columnheader", text: `head ${h + 1}`,
+      }))));
+    entry.layers.forEach((layer, l) => {
+      const line = element("div", { className: "heatmap-row", role: "row" },
+        element("div", {
+          className: "overview-label" + (state.layer === l + 1 ? " current" : ""),
+          role: "rowheader", text: `layer ${l + 1}`,
+        }));
+      layer.heads.forEach((weights, h) => {
+        const chosen = state.layer === l + 1 && state.head === h + 1;
+        const canvas = element("canvas", {
+          width: entry.columns.length * scale, height: entry.rows.length * scale,
+          "aria-hidden": "true",
+        });
+        const context = canvas.getContext("2d");
+        weights.forEach((row, i) => row.forEach((weight, j) => {
+          context.fillStyle = colour(weight);
+          context.fillRect(j * scale, i * scale, scale, scale);
+        }));
+        line.append(element("div", {
+          className: "thumbnail", role: "gridcell", tabindex: -1,
+          "aria-label": `layer ${l + 1}, head ${h + 1}`, "aria-selected": String(chosen),
+          title: `layer ${l + 1}, head ${h + 1}: show it in the heatmap`,
+          "data-layer": l + 1, "data-head": h + 1,
+          onclick: () => openHead(l + 1, h + 1, true),
+        }, canvas));
+      });
+      grid.append(line);
+    });
+    const again = focused && grid.querySelector(`.thumbnail[data-layer="${
+      focused.dataset.layer}"][data-head="${focused.dataset.head}"]`);
+    (again || grid.querySelector('.thumbnail[aria-selected="true"]') ||
+      grid.querySelector(".thumbnail")).tabIndex = 0;
+    grid.addEventListener("keydown", onOverviewKey);
+    box.replaceChildren(grid);
+    byId("overview-note").textContent = `Each head of the ${title}, coloured 0 to 1; ` +
+      "choose one to show it in the heatmap.";
+    section.hidden = false;
+    if (again) again.focus();
+  }
+
+  // The main view shows `layer` and `head`; a click brings it into view.
+  function openHead(layer, head, click) {
+    state.layer = layer;
+    state.head = head;
+    choose();
+    if (click) byId("heatmap-scroll").scrollIntoView({ block: "nearest" });
+  }
+
+  // Arrow keys, Home and End move between the small heatmaps (one tab stop for all);
+  // Enter or Space shows the focused one in the heatmap.
+  function onOverviewKey(event) {
+    const cell = event.target.closest(".thumbnail");
+    if (!cell) return;
+    const grid = cell.closest(".overview-grid");
+    let layer = Number(cell.dataset.layer);
+    let head = Number(cell.dataset.head);
+    const moves = {
+      ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1],
+    };
+    if (event.key === "Enter" || event.key === " ") {
+      event.preventDefault();
+      openHead(layer, head, false);
+      return;
+    }
+    if (event.key === "Home") head = 1;
+    else if (event.key === "End") head = Number(grid.dataset.heads);
+    else if (moves[event.key]) {
+      layer = Math.min(Math.max(layer + moves[event.key][0], 1), Number(grid.dataset.layers));
+      head = Math.min(Math.max(head + moves[event.key][1], 1), Number(grid.dataset.heads));
+    } else return;
+    event.preventDefault();
+    const next = grid.querySelector(`.thumbnail[data-layer="${layer}"][data-head="${head}"]`);
+    if (!next) return;
+    cell.tabIndex = -1;
+    next.tabIndex = 0;
+    next.focus();
   }
 
   // "reference · score −0.89 (log P / lp, the search's score) · log P −4.12 · ..."
@@ -448,10 +564,23 @@
       view.reference ? element("span", { className: "reference", id: "reference-score",
         text: referenceText(view.reference) }) : null,
     );
+    showLongInput(view);
     byId("attention").hidden = false;
     byId("walk").hidden = true;
     showChoices();
     showHeatmap();
+  }
+
+  // A sentence of more source tokens than the model's training pairs had at most (its
+  // run's data.max_length, from /models) is one it never saw whole: the page says so.
+  function showLongInput(view) {
+    const model = state.models.find((item) => item.name === view.model);
+    const limit = model && model.max_length;
+    const count = view.source_tokens.length;
+    const note = byId("long-input");
+    note.hidden = !(limit && count > limit);
+    note.textContent = note.hidden ? "" : `This sentence is ${count} tokens; the model ` +
+      `was trained on sentences of at most ${limit}.`;
   }
 
   function choose() {
@@ -804,6 +933,7 @@
     try {
       const answer = await loadedModels();
       const models = Array.isArray(answer) ? answer : answer.models;
+      state.models = models;
       fillSelect(byId("model"), models.map((model) => [model.name, model.task
         ? `${model.name} (${model.task})` : model.name]), answer.default ||
         (models[0] && models[0].name));
