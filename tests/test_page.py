@@ -591,6 +591,50 @@ def test_the_walk_table_fits_a_wide_screen(tab, tmp_path):
         assert sizes["scroll"] <= sizes["client"] or width == 375, sizes
 
 
+# Each row's probability as the page shows it: the number, its text, and its bar's
+# length as a fraction of its track.
+READ_PROBABILITIES = """() => [...document.querySelectorAll("[data-heatmap] .row-head")].map(
+  (head) => {
+    const node = head.querySelector(".probability");
+    if (!node) return null;
+    const bar = node.querySelector(".bar").getBoundingClientRect().width;
+    const track = node.querySelector(".track").getBoundingClientRect().width;
+    return [Number(node.dataset.probability), node.querySelector(".value").textContent,
+            bar / track];
+  })"""
+
+
+def check_probabilities(page, expected):
+    """Beside each row, `expected[row]` (None: nothing), as a percentage and a bar."""
+    shown = page.evaluate(READ_PROBABILITIES)
+    assert [each is None for each in shown] == [each is None for each in expected]
+    for each, probability in zip(shown, expected):
+        if probability is not None:
+            np.testing.assert_allclose(each[0], probability, rtol=1e-9)
+            assert each[1] == (f"{round(probability * 100)}%" if probability >= 0.005
+                               else "<1%")
+            np.testing.assert_allclose(each[2], probability, atol=0.02)
+
+
+@pytest.mark.slow
+def test_each_output_token_shows_its_probability_beside_its_row(tab, tmp_path):
+    data = self_attention_view()
+    data["token_log_probs"] = [np.log(0.93), np.log(0.5), np.log(0.004), None, 0.0]
+    expected = [0.93, 0.5, 0.004, 0.0, 1.0]  # a log P of null is -inf
+    page_file = tmp_path / "probabilities.html"
+    page_file.write_text(page_html(data), encoding="utf-8")
+    tab.goto(page_file.as_uri())
+    tab.wait_for_selector("[data-heatmap]")
+    check_probabilities(tab, expected)
+    assert "how probable the model finds it" in tab.inner_text("#hint")
+    # The decoder's rows are the output tokens too; the encoder's are the source's.
+    tab.select_option("#attention-kind", "decoder")
+    check_probabilities(tab, expected)
+    tab.select_option("#attention-kind", "encoder")
+    check_probabilities(tab, [None] * 4)
+    assert "probable" not in tab.inner_text("#hint")
+
+
 @pytest.mark.slow
 def test_the_keyboard_submits_focuses_the_result_and_tabs_over_the_grid_once(tab, server):
     tab.goto(f"{server}/")

@@ -243,6 +243,33 @@
 
   const MARK_NAMES = { links: "link", sure: "sure gold link", possible: "possible gold link" };
 
+  // The probability the model gives each row's output token, exp(token_log_probs[t])
+  // (p(y_t | y_<t, x): given the source and the tokens before it); in words, each word's
+  // is the product of its pieces'. Null with rows that are not output tokens or a view
+  // without token_log_probs; a word with no piece has none. A log P of null is −∞.
+  function rowProbabilities(entry) {
+    const logs = state.view.token_log_probs;
+    if (!logs || entry.row_label !== "output") return null;
+    const logOf = (t) => (logs[t] === null ? -Infinity : logs[t]);
+    if (!state.words) return entry.rows.map((_, t) => Math.exp(logOf(t)));
+    return state.view.words.target.map((word) => (word.positions.length === 0 ? null
+      : Math.exp(word.positions.reduce((sum, t) => sum + logOf(t), 0))));
+  }
+
+  // "93%", "4%", "<1%": a row's probability beside its label, with a bar as long.
+  function probabilityOf(probability, token) {
+    const percent = probability * 100;
+    const text = percent >= 0.5 ? `${Math.round(percent)}%` : "<1%";
+    const bar = element("span", { className: "bar" });
+    bar.style.width = `${percent}%`;
+    return element("span", {
+      className: "probability", "data-probability": probability,
+      title: `P(${token}) = ${fixed(probability, 4)}, given the source and the ` +
+        `${state.words ? "words" : "tokens"} before it`,
+    }, element("span", { className: "value", text }),
+    element("span", { className: "track", "aria-hidden": "true" }, bar));
+  }
+
   function heatmap(entry, weights, marks) {
     const rows = entry.rows.length;
     const columns = entry.columns.length;
@@ -276,6 +303,7 @@
         `${j + 1}: ${token}`, "data-column": j,
     }, element("span", { text: token }))));
     grid.append(header);
+    const probabilities = rowProbabilities(entry);
     weights.forEach((row, i) => {
       const line = element("div", { className: "heatmap-row", role: "row", "data-row": i });
       const label = [element("span", { className: "index", text: String(i + 1) }),
@@ -289,7 +317,9 @@
             "aria-pressed": state.step === i + 1 ? "true" : "false",
             title: `walk step ${i + 1}: ${entry.row_label} token ${entry.rows[i]}`,
             onclick: () => walk(i + 1),
-          }, ...label)));
+          }, ...label),
+        probabilities && probabilities[i] !== null
+          ? probabilityOf(probabilities[i], entry.rows[i]) : null));
       row.forEach((weight, j) => {
         const kinds = markedAt(marks, i, j);
         const text = plain(describe(entry, i, j, weight, kinds.map((kind) => MARK_NAMES[kind])));
@@ -392,10 +422,15 @@
     }
     byId("marks").replaceChildren(...parts);
     byId("marks").hidden = parts.length === 0;
-    byId("hint").textContent = state.words
+    const unit = state.words ? "word" : "token";
+    const probabilities = rowProbabilities(shownEntry()) ? ` Beside each output ${unit}: ` +
+      `how probable the model finds it, given the source and the ${unit}s before it` +
+      (state.words ? " (the product of its pieces')." : ".") : "";
+    byId("hint").textContent = (state.words
       ? `${state.view.words.note.replace(/^./, (first) => first.toUpperCase())}. Hover ` +
         "or focus a cell for its weight; turn words off to walk a token's step."
-      : "Hover or focus a cell for its weight; choose a row's token to walk that step.";
+      : "Hover or focus a cell for its weight; choose a row's token to walk that step.") +
+      probabilities;
   }
 
   function showHeatmap() {
