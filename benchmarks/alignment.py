@@ -23,11 +23,15 @@ links.
   for a Transformer (else its one); with `--reverse RUN2` (French→English, its last
   layer) the reverse model's links and the symmetrised ones (Koehn et al. 2003), by both
   extractions; with `--guided RUN3` (an English→French run trained with guided
-  alignment) its rows as RUN's. Adding `--gold $H/test.talp` to a row's command prints
-  the row's figures.
+  alignment) its rows as RUN's. With `--aligner RUN4` (an English→French run with an
+  alignment layer, `model.alignment_layer`, which `attncli align` reads) its rows by
+  both extractions (no shift: the layer reads the token itself), and with
+  `--aligner-reverse RUN5` (French→English, likewise) the reverse and symmetrised ones.
+  Adding `--gold $H/test.talp` to a row's command prints the row's figures.
 
     python -m benchmarks.alignment [--data ../shared/data] [--forward RUN] [--reverse RUN2]
-        [--guided RUN3] [--eflomal-dir DIR | --eflomal-out DIR]
+        [--guided RUN3] [--aligner RUN4 [--aligner-reverse RUN5]]
+        [--eflomal-dir DIR | --eflomal-out DIR]
 
 Rows whose inputs are not given are left out, with a line on stderr saying why.
 """
@@ -184,7 +188,7 @@ def given_models(args):
     from attncli.model.saving import read_model_config
 
     models = {}
-    for option in ("forward", "reverse", "guided"):
+    for option in ("forward", "reverse", "guided", "aligner", "aligner_reverse"):
         run = getattr(args, option)
         if run is None:
             models[option] = None
@@ -192,7 +196,7 @@ def given_models(args):
         try:
             config = read_model_config(model_directory(run))["model"]
         except AttncliError as error:
-            raise AttncliError(f"--{option}: {error}") from None
+            raise AttncliError(f"--{option.replace('_', '-')}: {error}") from None
         layers = config.decoder_layers if config.decoder == "self-attention" else 1
         models[option] = Model(run, list(range(1, layers + 1)) if layers > 1 else [None])
     return models
@@ -246,12 +250,12 @@ def choice_name(shift, extraction):
                                               else "")
 
 
-def model_rows(test, name, model):
+def model_rows(test, name, model, shifts=(False, True)):
     """Raw and shifted rows of one English→French model, by argmax and by mutual argmax,
     per decoder layer for a Transformer."""
     rows = []
     for layer in model.layers:
-        for shift in (False, True):
+        for shift in shifts:
             for extraction in EXTRACTIONS:
                 options = [*(["--layer", layer] if layer else []),
                            *choice_options(shift, extraction)]
@@ -265,7 +269,7 @@ def model_rows(test, name, model):
     return rows
 
 
-def joined_rows(test, forward, reverse):
+def joined_rows(test, forward, reverse, name="attncli", shifts=(False, True)):
     """The reverse model's rows and the symmetrised ones, raw and shifted, by each of
     `EXTRACTIONS` (see the module).
 
@@ -276,7 +280,7 @@ def joined_rows(test, forward, reverse):
     method the run was given).
     """
     reverse_rows, symmetrized = [], {method: [] for method in ATTNCLI_SYMMETRIZATIONS}
-    for shift in (False, True):
+    for shift in shifts:
         for extraction in EXTRACTIONS:
             chosen, named = choice_options(shift, extraction), choice_name(shift, extraction)
             base = ["--reverse", reverse.run, "--symmetrize"]
@@ -287,7 +291,7 @@ def joined_rows(test, forward, reverse):
             directions = {direction: [frozenset(map(tuple, record.get(direction, [])))
                                       for record in records]
                           for direction in ("forward", "reverse", "links")}
-            reverse_rows.append(Row(f"attncli fr→en, {named}",
+            reverse_rows.append(Row(f"{name} fr→en, {named}",
                                     f"`{command}`: its `reverse` links", directions["reverse"]))
             for method in ATTNCLI_SYMMETRIZATIONS:
                 links = [symmetrize(*pair, method)
@@ -296,7 +300,7 @@ def joined_rows(test, forward, reverse):
                     sys.exit(f"{command}: its links are not the {method} of its forward and "
                              "reverse ones")
                 shown = shown_command(forward.run, [*base, method, *chosen])
-                symmetrized[method].append(Row(f"attncli {method}, {named}", f"`{shown}`",
+                symmetrized[method].append(Row(f"{name} {method}, {named}", f"`{shown}`",
                                                links))
     return [*reverse_rows, *(row for rows in symmetrized.values() for row in rows)]
 
@@ -320,6 +324,17 @@ def attncli_rows(test, models):
                  "alignment) was given")
     else:
         rows += model_rows(test, "attncli guided", guided)
+    aligner, aligner_reverse = models["aligner"], models["aligner_reverse"]
+    if aligner is None:
+        left_out("alignment layer rows", "no --aligner RUN4 (an English→French run with "
+                 "an alignment layer) was given")
+    else:
+        # One layer, which reads the token itself: no --layer, no shift.
+        one = Model(aligner.run, [None])
+        rows += model_rows(test, "attncli alignment layer en→fr", one, shifts=(False,))
+        if aligner_reverse is not None:
+            rows += joined_rows(test, one, Model(aligner_reverse.run, [None]),
+                                name="attncli alignment layer", shifts=(False,))
     return rows
 
 
@@ -358,6 +373,10 @@ def arguments():
                         help="a French→English run: its rows, and the symmetrised ones")
     parser.add_argument("--guided", type=Path, metavar="RUN3",
                         help="an English→French run trained with guided alignment")
+    parser.add_argument("--aligner", type=Path, metavar="RUN4",
+                        help="an English→French run with an alignment layer")
+    parser.add_argument("--aligner-reverse", type=Path, metavar="RUN5",
+                        help="a French→English run with an alignment layer (with --aligner)")
     eflomal = parser.add_mutually_exclusive_group()
     eflomal.add_argument("--eflomal-dir", type=Path, metavar="DIR",
                          help="read eflomal.fwd and eflomal.rev (of the training text with "

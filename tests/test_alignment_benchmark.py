@@ -121,7 +121,7 @@ def test_eflomal_rows_read_the_test_lines_at_the_end(table):
 
 def test_rows_without_their_runs_are_left_out_saying_why(table):
     assert "attncli" not in table.stdout.split("\n\n", 1)[1]
-    for why in ("no --forward RUN", "no --guided RUN3"):
+    for why in ("no --forward RUN", "no --guided RUN3", "no --aligner RUN4"):
         assert why in table.stderr
 
 
@@ -134,6 +134,8 @@ def test_data_without_the_hansards_files_is_one_line_naming_the_option(tmp_path)
 def test_a_run_that_is_not_one_is_refused_before_anything_runs(data, tmp_path):
     line = one_line_error(benchmark("--data", data, "--forward", tmp_path / "nothing"))
     assert line.startswith("Error: --forward: ") and "nothing" in line
+    line = one_line_error(benchmark("--data", data, "--aligner-reverse", tmp_path / "nothing"))
+    assert line.startswith("Error: --aligner-reverse: ") and "nothing" in line
 
 
 def test_eflomal_links_of_another_corpus_are_refused(data, tmp_path):
@@ -146,12 +148,13 @@ def test_eflomal_links_of_another_corpus_are_refused(data, tmp_path):
 def test_a_transformer_gets_a_row_per_decoder_layer(tmp_path):
     model = tmp_path / "model"
     shutil.copytree(FIXTURE_RUN / "model", model)
-    assert given_models(SimpleNamespace(forward=model, reverse=None, guided=None)) == {
-        "forward": (model, [None]), "reverse": None, "guided": None}
+    none = dict.fromkeys(("forward", "reverse", "guided", "aligner", "aligner_reverse"))
+    assert given_models(SimpleNamespace(**{**none, "forward": model})) == {
+        **none, "forward": (model, [None])}
     config = json.loads((model / "config.json").read_text("utf-8"))
     config["model"].update(decoder="self-attention", decoder_layers=3)
     (model / "config.json").write_text(json.dumps(config), "utf-8")
-    assert given_models(SimpleNamespace(forward=None, reverse=None, guided=model))[
+    assert given_models(SimpleNamespace(**{**none, "guided": model}))[
         "guided"].layers == [1, 2, 3]
 
 
@@ -226,6 +229,53 @@ def test_attncli_rows_are_what_attncli_align_prints(stand_in, tmp_path):
     expected = tuple(round(100 * value, 2)
                      for value in (scores.aer, scores.precision, scores.recall))
     assert table_row(result.stdout, "attncli fr→en, raw")[:3] == expected
+
+
+def with_alignment_layer(run, directory):
+    """The model of `run` saved into `directory` with a fresh alignment layer beside its
+    own weights (what `--init-from` with `model.alignment_layer` starts from)."""
+    import dataclasses
+
+    from attncli.model.encoder_decoder import Seq2Seq
+    from attncli.model.saving import load_matching_weights, save_model
+    from attncli.search.loading import load_model
+
+    loaded = load_model(run / "model")
+    model = Seq2Seq(dataclasses.replace(loaded.model.config, alignment_layer=True))
+    load_matching_weights(model, loaded.model.config, run / "model" / "model.weights.h5",
+                          "the fixture run")
+    save_model(directory, model, loaded.source_tokenizer, loaded.target_tokenizer,
+               source_end=loaded.source_end)
+    return directory
+
+
+@pytest.mark.slow
+def test_alignment_layer_rows_read_the_layer_one_way_and_both(stand_in, tmp_path):
+    data, eflomal_dir = stand_in
+    aligner = with_alignment_layer(FIXTURE_RUN, tmp_path / "aligner")
+    result = benchmark("--data", data, "--eflomal-dir", eflomal_dir, "--aligner", aligner,
+                       "--aligner-reverse", aligner, timeout=900)
+    assert result.returncode == 0, result.stderr
+    methods = [line.split(" | ")[0].strip("| ") for line in result.stdout.splitlines()
+               if line.startswith("| attncli")]
+    assert methods == [
+        "attncli alignment layer en→fr, raw", "attncli alignment layer en→fr, raw, mutual-argmax",
+        *(f"attncli alignment layer {method}, {named}"
+          for method in ("fr→en", "intersection", "grow-diag", "grow-diag-final-and")
+          for named in ("raw", "raw, mutual-argmax")),
+    ]
+    folder = data / "hansards-en-fr"
+    *row, command = table_row(result.stdout, "attncli alignment layer en→fr, raw")
+    assert "--attention" not in command and "--shift" not in command
+    arguments = command.strip("`").replace("$H", str(folder)).split()[2:]
+    printed = attncli("align", *arguments, "--gold", folder / "test.talp", cwd=tmp_path)
+    assert figures(printed.stdout) == tuple(row)
+    # The layer's links are not the cross-attention's.
+    cross = attncli("align", *arguments, "--attention", "cross", "--gold",
+                    folder / "test.talp", cwd=tmp_path)
+    assert figures(cross.stdout) == figures(attncli(
+        "align", FIXTURE_RUN, *arguments[1:], "--gold", folder / "test.talp",
+        cwd=tmp_path).stdout)
 
 
 def test_eflomal_outputs_slice_the_test_lines_and_the_training_lines(stand_in, tmp_path):
