@@ -183,7 +183,7 @@ def _force_batch(translator, sources, references, log_probs):
         tokens = [_as_read(token.decode("utf-8")) for token in target_tokens[row]] + [END_TOKEN]
         length, width = len(tokens), len(read)
         shapes = {"cross": (length, width), "encoder": (width, width),
-                  "decoder": (length, length)}
+                  "decoder": (length, length), "alignment": (length, width)}
         attentions = {
             name: [layer[row, :, :shapes[name][0], :shapes[name][1]] for layer in layers]
             for name, layers in maps.items()
