@@ -21,9 +21,41 @@ the initial state's dtype, the products with the recurrent kernel in the kernel'
 float16: each step's `h U` and `d(gates) U^T` and the kernel's gradient run in the
 half type (the operands rounded to it, the sums accumulated in float32 by the
 matrix kernels), and nothing rounds the states from one step to the next.
+
+Traced in a graph, `tf.custom_gradient` registers its gradient function in TensorFlow's
+global gradient registry under a new name, for the life of the process, and that
+function holds the graph it was traced in. Graphs that are never differentiated (a
+server's searches, traced again for every setting asked) are traced under
+`forward_only()`: the loops alone, no gradient function, so a graph dropped is freed.
 """
 
+import contextlib
+import threading
+
 import tensorflow as tf
+
+_tracing = threading.local()
+
+
+@contextlib.contextmanager
+def forward_only():
+    """Within it, on this thread, `gru_states` and `lstm_states` run their forward loop
+    alone, without the hand-written gradient (`tf.custom_gradient` registers nothing).
+
+    For graphs traced only to be run, never differentiated. The result is the same
+    states; a gradient taken of it anyway is TensorFlow's own, through the loop: right,
+    only slower.
+    """
+    before = getattr(_tracing, "forward_only", False)
+    _tracing.forward_only = True
+    try:
+        yield
+    finally:
+        _tracing.forward_only = before
+
+
+def _differentiable():
+    return not getattr(_tracing, "forward_only", False)
 
 
 def gru_gates(projected_inputs, recurrent):
@@ -86,6 +118,29 @@ def _join(head, full, n):
     return joined
 
 
+def _gru_transition(recurrent_kernel, recurrent_bias):
+    """One step of the GRUs: `(h', h U + b^h)` from `x W + b` and the states `(h, ...)`."""
+    def transition(x, states):
+        h = states[0]
+        recurrent = product(h, recurrent_kernel) + recurrent_bias
+        z, _, n, _ = gru_gates(x, recurrent)
+        return z * h + (1.0 - z) * n, recurrent
+
+    return transition
+
+
+def _lstm_transition(recurrent_kernel):
+    """One step of the LSTMs: `(h', c', h U)` from `x W + b` and the states `(h, c, ...)`."""
+    def transition(x, states):
+        h, c = states[:2]
+        recurrent = product(h, recurrent_kernel)
+        i, f, g, o = lstm_gates(x, recurrent)
+        c = f * c + i * g
+        return o * tf.tanh(c), c, recurrent
+
+    return transition
+
+
 def _forward(transition, inputs, states, running):
     """The states after every step: a tuple of `(T, cells, batch, units)`."""
     if running is None:
@@ -145,18 +200,16 @@ def gru_states(inputs, h0, running, recurrent_kernel, recurrent_bias):
         d(x W) = [dz~, dr~, dn~],    d(h U + b^h) = [dz~, dr~, r dn~]
         dL/dh_{t-1} = g z + d(h U + b^h) U^T
     """
+    inputs, recurrent_bias = tf.cast(inputs, h0.dtype), tf.cast(recurrent_bias, h0.dtype)
+    if not _differentiable():
+        transition = _gru_transition(recurrent_kernel, recurrent_bias)
+        (hs,) = _forward(lambda x, s: transition(x, s)[:1], inputs, (h0,), running)
+        return hs
 
     @tf.custom_gradient
     def states(inputs, h0, recurrent_kernel, recurrent_bias):
-        def transition(x, states):
-            h = states[0]
-            recurrent = product(h, recurrent_kernel) + recurrent_bias
-            z, _, n, _ = gru_gates(x, recurrent)
-            return z * h + (1.0 - z) * n, recurrent
-
-        hs, recurrents = _forward(
-            transition, inputs, (h0, tf.zeros_like(inputs[0])), running
-        )
+        hs, recurrents = _forward(_gru_transition(recurrent_kernel, recurrent_bias), inputs,
+                                  (h0, tf.zeros_like(inputs[0])), running)
         kernel_t = tf.transpose(recurrent_kernel, (0, 2, 1))
 
         def gradient(d_hs):
@@ -192,8 +245,7 @@ def gru_states(inputs, h0, running, recurrent_kernel, recurrent_bias):
 
         return hs, gradient
 
-    return states(tf.cast(inputs, h0.dtype), h0, recurrent_kernel,
-                  tf.cast(recurrent_bias, h0.dtype))
+    return states(inputs, h0, recurrent_kernel, recurrent_bias)
 
 
 def lstm_states(inputs, h0, c0, running, recurrent_kernel):
@@ -214,19 +266,15 @@ def lstm_states(inputs, h0, c0, running, recurrent_kernel):
                          g s(i)(1 - tanh^2 g~), g_h tanh(c_t) s(o)(1 - s(o))]
         dL/dh_{t-1} = d[i, f, g, o] U^T,   dL/dc_{t-1} = g s(f)
     """
+    inputs = tf.cast(inputs, h0.dtype)
+    if not _differentiable():
+        transition = _lstm_transition(recurrent_kernel)
+        return _forward(lambda x, s: transition(x, s)[:2], inputs, (h0, c0), running)
 
     @tf.custom_gradient
     def states(inputs, h0, c0, recurrent_kernel):
-        def transition(x, states):
-            h, c = states[:2]
-            recurrent = product(h, recurrent_kernel)
-            i, f, g, o = lstm_gates(x, recurrent)
-            c = f * c + i * g
-            return o * tf.tanh(c), c, recurrent
-
-        hs, cs, recurrents = _forward(
-            transition, inputs, (h0, c0, tf.zeros_like(inputs[0])), running
-        )
+        hs, cs, recurrents = _forward(_lstm_transition(recurrent_kernel), inputs,
+                                      (h0, c0, tf.zeros_like(inputs[0])), running)
         kernel_t = tf.transpose(recurrent_kernel, (0, 2, 1))
 
         def gradient(d_hs, d_cs):
@@ -271,4 +319,4 @@ def lstm_states(inputs, h0, c0, running, recurrent_kernel):
 
         return (hs, cs), gradient
 
-    return states(tf.cast(inputs, h0.dtype), h0, c0, recurrent_kernel)
+    return states(inputs, h0, c0, recurrent_kernel)

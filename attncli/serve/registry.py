@@ -9,15 +9,17 @@ seed. Each search and sampling (with or without attention weights) has its own
 the sampling temperature are its inputs, so requests that differ in those alone share
 one trace (`traced_as`). The run's own search and greedy search are traced when the
 server starts; others when first asked for, kept for the next requests (the eight last
-used, beside those two). A translator dropped takes its traces with it
-(`gradients_registered`).
+used, beside those two). The forced pass of `/inspect` over a reference is traced when
+the model loads too. Whatever traces TensorFlow here runs under
+`attncli.model.recurrence.forward_only`: a server differentiates nothing, so its graphs
+register no gradient function, and a translator dropped takes its traces with it.
 
 Every method that runs TensorFlow is called on the batcher's worker thread.
 """
 
 import collections
-import contextlib
 import dataclasses
+import functools
 import math
 from pathlib import Path
 from typing import NamedTuple
@@ -74,36 +76,20 @@ class Decoding(NamedTuple):
         return settings
 
 
-@contextlib.contextmanager
-def gradients_registered():
-    """The names of the gradient functions TensorFlow registers meanwhile (a set,
-    filled when the block ends), for `forget_gradients`.
+def forward_only(method):
+    """`method` run under `attncli.model.recurrence.forward_only`: the recurrences it
+    traces register no gradient function, which would hold their graph for as long as
+    the process runs (a server asked for 24 settings in turn grew by 120-260 MB a
+    round: docs/serving.md, "Fairness and churn")."""
 
-    Tracing a `tf.custom_gradient` (the recurrent layers' scans,
-    `attncli.model.recurrence`) registers its gradient function under a new name in
-    TensorFlow's global gradient registry, for ever; that function's closure holds the
-    traced graph. A translator dropped from the cache would so keep every graph it
-    traced: a server asked for 24 settings in turn grew by 120-260 MB a round
-    (docs/serving.md, "Memory").
-    """
-    from tensorflow.python.framework import ops
+    @functools.wraps(method)
+    def forward(*args, **kwargs):
+        from attncli.model import recurrence
 
-    before = set(ops.gradient_registry.list())
-    names = set()
-    try:
-        yield names
-    finally:
-        names.update(set(ops.gradient_registry.list()) - before)
+        with recurrence.forward_only():
+            return method(*args, **kwargs)
 
-
-def forget_gradients(names):
-    """Removes the gradient functions `names` (of `gradients_registered`) from
-    TensorFlow's registry: the graphs they were traced in can then be freed. Only for
-    graphs never differentiated again."""
-    from tensorflow.python.framework import ops
-
-    for name in names:
-        ops.gradient_registry._registry.pop(name, None)  # it has no public way to unregister
+    return forward
 
 
 def decoding_of(setting):
@@ -171,7 +157,6 @@ class ServedModel:
         self.greedy = dataclasses.replace(self.defaults, beam_size=1, n_best=1)
         self._started = {}  # translators traced at start-up, never dropped
         self._translators = collections.OrderedDict()
-        self._gradients = {}  # key of self._translators -> gradients its trace registered
         self._views = collections.OrderedDict()
         self._source_lengths = None
 
@@ -229,15 +214,22 @@ class ServedModel:
             return Decoding(self.search(beam, alpha, n_best), prefix=prefix or "")
         return Decoding(self.search(1, alpha, 1), drawing, prefix or "", seed or 0)
 
+    @forward_only
     def start(self):
-        """Trace the run's search and greedy search (without attention weights)."""
+        """Trace the run's search and greedy search (without attention weights) and, for
+        one run, the forced pass of `inspect` over a reference."""
+        from attncli.search.forced import force
+
         for search in (self.defaults, self.greedy):
             key, _ = traced_as(search, None)
             if key not in self._started:
                 self._started[key] = self._translator(search, False)
                 self._started[key].translate(["."])
         self.measure(self.defaults, [["."]])
+        if self.members == 1:
+            force(self.translator(self.defaults, False), ["."], ["."])
 
+    @forward_only
     def translator(self, search, weights):
         """The `Translator` of `search` (a `SearchConfig` or a `Decoding`: its search and
         sampling), with attention weights if `weights`."""
@@ -250,12 +242,10 @@ class ServedModel:
             self._translators.move_to_end(key)
         else:
             translator = self._translator(search, weights, sampling)
-            with gradients_registered() as self._gradients[key]:
-                translator.translate(["."])  # traced now, its gradients recorded
+            translator.translate(["."])  # traced now
             self._translators[key] = translator
             if len(self._translators) > KEPT_TRANSLATORS:
-                dropped, _ = self._translators.popitem(last=False)
-                forget_gradients(self._gradients.pop(dropped))
+                self._translators.popitem(last=False)
         return self._translators[key]
 
     def _translator(self, search, weights, sampling=None):
@@ -314,6 +304,7 @@ class ServedModel:
                 return TextTooLong(position, length, longest)
         return [max(length, 1) * copies for length in lengths]
 
+    @forward_only
     def translate(self, search, weights, texts):
         """The `Translation` of each text, in one batch (`search`: a `SearchConfig` or a
         `Decoding`, whose prefix and seed every text gets)."""
@@ -324,6 +315,7 @@ class ServedModel:
             temperature=None if decoding.sampling is None else decoding.sampling.temperature,
         )
 
+    @forward_only
     def inspect(self, text, search, reference=None):
         """The `SentenceView` of `text`'s best translation, or of its given translation
         `reference` (forced decoding, `inspect_reference`), kept for `step`.
