@@ -13,6 +13,8 @@ import httpx
 import uvicorn
 from test_serve_batching import batcher, fake_app
 
+from attncli.serve import batching
+
 
 def test_a_small_request_of_other_settings_waits_one_batch_not_the_large_request():
     batches, first_running, go_on = [], threading.Event(), threading.Event()
@@ -62,6 +64,60 @@ def test_a_client_sending_one_text_after_another_does_not_starve_a_large_request
     # The large request's 5 batches take turns with the small ones, never two in a row.
     assert batches.count("beam 16") == 5
     assert ("greedy", "greedy") not in set(zip(batches, batches[1:]))
+
+
+def test_a_request_of_other_settings_does_not_wait_for_the_clients_of_another_batch(
+        monkeypatch):
+    # Right after a batch, the batcher waits for the clients it answered to send again,
+    # in that batch's group only. The large request answered does not come back: the
+    # small one, which waited during its batch, goes at once (with a wait of an hour, it
+    # would hang here).
+    monkeypatch.setattr(batching, "RETURN_WAIT", 3600)
+    batches, running, go_on = [], threading.Event(), threading.Event()
+
+    def run(key, texts):
+        batches.append((key, len(texts)))
+        running.set()
+        go_on.wait(30)
+        return texts
+
+    async def main():
+        worker = batcher(run, batch_tokens=100)
+        worker.start()
+        large = worker.submit("beam 16", [f"large {i}" for i in range(100)])  # one batch
+        await asyncio.to_thread(running.wait, 30)
+        small = worker.submit("greedy", ["small"])
+        go_on.set()
+        results = await asyncio.wait_for(asyncio.gather(large, small), 60)
+        worker.close()
+        return results
+
+    large, small = asyncio.run(main())
+    assert small == ["small"] and len(large) == 100
+    assert batches == [("beam 16", 100), ("greedy", 1)]
+
+
+def test_the_clients_a_batch_answered_are_waited_for_in_its_own_group(monkeypatch):
+    monkeypatch.setattr(batching, "RETURN_WAIT", 3600)
+    batches = []
+
+    def run(key, texts):
+        batches.append(sorted(texts))
+        return texts
+
+    async def main():
+        worker = batcher(run, batch_tokens=100)
+        first = [worker.submit("greedy", [f"first {i}"]) for i in range(2)]
+        worker.start()
+        await asyncio.gather(*first)
+        again = [worker.submit("greedy", ["again 0"])]
+        await asyncio.sleep(0.2)  # alone, it would be batched now: its group waits
+        again.append(worker.submit("greedy", ["again 1"]))
+        await asyncio.wait_for(asyncio.gather(*again), 60)
+        worker.close()
+
+    asyncio.run(main())
+    assert batches == [["first 0", "first 1"], ["again 0", "again 1"]]
 
 
 def test_groups_take_turns_one_batch_each():

@@ -19,6 +19,7 @@ kernels cost the server the same CPU time and give the same translations
 """
 
 import functools
+import gc
 import ipaddress
 import os
 import re
@@ -167,6 +168,12 @@ def serve(*, run_path, ensemble, named, host, port, allowed, token, limits, cons
         os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
         load_tensorflow()
         registry.load()
+        # What is loaded and traced now lives as long as the server: out of the cyclic
+        # collector's sight, a full collection (which holds the GIL) no longer walks it.
+        # Half a million objects for the smallest model: 0.7 to 2 s in which no request
+        # was answered, at random (docs/serving.md, "Fairness and churn").
+        gc.collect()
+        gc.freeze()
 
     def on_loaded(error):
         if error is None:

@@ -16,11 +16,13 @@ releases the GIL while it computes):
    request waiting either). A request of one text waits at most one batch of each
    other group, whatever their size. While the group's texts cost less than the
    budget, it waits for more: until `batch_wait` after its oldest request arrived; or,
-   right after a batch, until as many texts wait as were in the server while that
-   batch ran (its clients, answered, are likely to send again), for `RETURN_WAIT` at
-   most. Without this, clients that each wait for their answer before sending again
-   split into two halves served in turn, by batches half as large (and a search of a
-   small batch costs more per sentence).
+   right after a batch of its own, until as many requests arrived since that batch
+   began as it answered (its clients, answered, are likely to send again), for
+   `RETURN_WAIT` at most. Without this, clients that each wait for their answer before
+   sending again split into two halves served in turn, by batches half as large (and a
+   search of a small batch costs more per sentence). A group whose turn comes after
+   another's batch does not wait for that batch's clients: they are not its own (a
+   request of 500 texts answered does not come back 500 times).
 3. Batching, fairly: the group's requests give chunks of at most `chunk_texts` texts in
    turn (round robin: a request that gave a chunk goes to the back) until the batch's
    cost reaches `batch_tokens`. A request of 500 texts gives one chunk per turn, so
@@ -40,6 +42,7 @@ import asyncio
 import collections
 import threading
 import time
+from typing import NamedTuple
 
 
 #: Seconds the batch after another waits for the clients that batch answered to send
@@ -49,6 +52,15 @@ RETURN_WAIT = 0.02
 
 class QueueFull(Exception):
     """The queue has no room for a request's texts."""
+
+
+class _Batch(NamedTuple):
+    """What the worker remembers of the last batch."""
+
+    key: object
+    submitted: int  # requests submitted before it began
+    answered: int  # requests it completed
+    ended: float  # time.monotonic()
 
 
 class _Job:
@@ -94,13 +106,13 @@ class Batcher:
         self._intake = []  # jobs submitted, not yet measured (shared with the loop)
         self._calls = []  # (function, future, loop) (shared with the loop)
         self._pending = 0  # texts and calls not yet answered (shared with the loop)
+        self._submitted = 0  # requests submitted so far (shared with the loop)
         self._closing = False
         self._groups = {}  # key -> deque of measured jobs (worker thread only)
         # key -> when a group of self._groups joined the turns: when its first request
         # arrived, then when its last batch ended (worker thread only)
         self._turn = {}
-        self._last_batch_end = -RETURN_WAIT  # time.monotonic() (worker thread only)
-        self._expected = 0  # texts in the server while the last batch ran (worker only)
+        self._last = None  # the last `_Batch` (worker thread only)
         self._thread = threading.Thread(target=self._work, name="attncli-batcher", daemon=True)
 
     def start(self):
@@ -123,6 +135,7 @@ class Batcher:
             return job.future
         with self._ready:
             self._reserve(len(job.texts))
+            self._submitted += 1
             self._intake.append(job)
             self._ready.notify()
         return job.future
@@ -174,10 +187,10 @@ class Batcher:
                 self._run_call(function, future, loop)
             parts = self._next_batch()
             if parts:
-                self._expected = self._pending
-                self._run_batch(parts)
-                self._last_batch_end = time.monotonic()
-                self._turn[parts[0][0].key] = self._last_batch_end  # to the back
+                key, submitted = parts[0][0].key, self._submitted
+                answered = self._run_batch(parts)
+                self._last = _Batch(key, submitted, answered, time.monotonic())
+                self._turn[key] = self._last.ended  # to the back
 
     def _admit(self, intake):
         """Measures the jobs of `intake`, one call per key, and queues them by key."""
@@ -223,12 +236,13 @@ class Batcher:
             if self._intake or self._calls:
                 return None  # admit them first: they may join this batch
             now = time.monotonic()
+            last = self._last
             if waiting >= self.batch_tokens or self._closing:
                 deadline = now
-            elif now < self._last_batch_end + RETURN_WAIT:
-                # Right after a batch: wait for the clients it answered, unless back.
-                returned = self._pending >= self._expected
-                deadline = now if returned else self._last_batch_end + RETURN_WAIT
+            elif last is not None and last.key == key and now < last.ended + RETURN_WAIT:
+                # Right after its own batch: wait for the clients it answered, unless back.
+                returned = self._submitted - last.submitted >= last.answered
+                deadline = now if returned else last.ended + RETURN_WAIT
             else:
                 deadline = jobs[0].arrived + self.batch_wait
             if now < deadline:
@@ -266,15 +280,18 @@ class Batcher:
         return parts
 
     def _run_batch(self, parts):
+        """Runs the batch of `parts`; the number of requests it answered (completed or
+        failed)."""
         key = parts[0][0].key
         texts = [text for job, start, end in parts for text in job.texts[start:end]]
         try:
             results = self.run(key, texts)
         except Exception as error:  # noqa: BLE001  reported to each request of the batch
-            for job, _, _ in parts:
+            unanswered = list(dict.fromkeys(job for job, _, _ in parts if not job.finished))
+            for job in unanswered:
                 self._fail(job, error)
-            return
-        offset = 0
+            return len(unanswered)
+        offset, answered = 0, 0
         for job, start, end in parts:
             offset, done = offset + end - start, results[offset : offset + end - start]
             if job.finished:
@@ -283,8 +300,10 @@ class Batcher:
             job.remaining -= end - start
             if job.remaining == 0:
                 job.finished = True
+                answered += 1
                 self._release(len(job.texts))
                 job.loop.call_soon_threadsafe(_settle, job.future, job.results, None)
+        return answered
 
     def _fail(self, job, error):
         if job.finished:
