@@ -118,7 +118,8 @@ class Connection:
             self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
         data = json.dumps(body).encode("utf-8")
         self.writer.write(
-            f"POST {path} HTTP/1.1\r\nHost: {self.host}\r\nContent-Type: application/json\r\n"
+            f"POST {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
+            "Content-Type: application/json\r\n"
             f"Content-Length: {len(data)}\r\n\r\n".encode("latin-1") + data
         )
         head = await self.reader.readuntil(b"\r\n\r\n")

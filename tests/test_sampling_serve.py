@@ -33,7 +33,8 @@ def model_directory(tmp_path_factory):
 @pytest.fixture(scope="module")
 def client(model_directory):
     registry = Registry([("tiny", [model_directory])], Limits())
-    with TestClient(create_app(registry, registry.limits, load=registry.load)) as client:
+    app = create_app(registry, registry.limits, load=registry.load)
+    with TestClient(app, base_url="http://127.0.0.1") as client:
         while client.get("/health").status_code != 200:
             time.sleep(0.1)
         yield client

@@ -29,13 +29,20 @@ BODY = {"texts": ["ab"]}
 PATHS = {"/translate": BODY, "/inspect": {"text": "ab"}, "/step": {"text": "ab", "step": 1}}
 
 
-def guarded_app(token=None, listening="127.0.0.1", added=()):
-    """The application over a fake model (its translation: the text reversed), with the
-    `Hosts` of `--host listening --allow-host ADDED...`."""
+def fake_registry():
+    """A registry of a fake model (its translation: the text reversed), ready."""
     registry = Registry([("fake", [])], Limits())
     registry.models = {"fake": FakeModel()}
     registry.ready = True
-    return create_app(registry, registry.limits, token=token, hosts=Hosts(listening, added))
+    return registry
+
+
+def guarded_app(token=None, listening="127.0.0.1", added=()):
+    """The application over a fake model, with the `Hosts` of `--host listening --port
+    8000 --allow-host ADDED...`."""
+    registry = fake_registry()
+    return create_app(registry, registry.limits, token=token,
+                      hosts=Hosts(listening, added, port=8000))
 
 
 def served(app):
@@ -58,8 +65,8 @@ def refused(response, status, fragment):
 # --- Host -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("host", ["127.0.0.1:8000", "localhost:8000", "LocalHost", "[::1]:8000",
-                                  "127.0.0.2:8000"])
+@pytest.mark.parametrize("host", ["127.0.0.1:8000", "localhost:8000", "LocalHost:8000",
+                                  "[::1]:8000", "[0::1]:8000", "127.0.0.2:8000"])
 def test_loopback_names_are_served(client, host):
     assert client.get("/health", headers={"host": host}).status_code == 200
     assert client.post("/translate", json=BODY, headers={"host": host}).status_code == 200
@@ -75,29 +82,63 @@ def test_another_name_is_421_whatever_the_path(client, host):
             f"does not answer to the name '{host.rsplit(':', 1)[0] if ':8' in host else host}'")
 
 
-@pytest.mark.parametrize("host", ["", " ", "a:b", "[::1", "x:80:80"])
+@pytest.mark.parametrize("host", ["", " ", "a:b", "[::1", "x:80:80", "localhost:99999",
+                                  "[::1]8000", ":8000"])
 def test_a_host_header_without_a_name_is_400(client, host):
     refused(client.get("/health", headers={"host": host}), 400, "names no host")
 
 
 def test_allow_host_and_the_host_listened_on_are_served_and_a_wildcard_takes_addresses():
     with served(guarded_app(listening="box.lan", added=["Proxy.example"])) as client:
-        for host in ("box.lan:8000", "proxy.example", "127.0.0.1"):
+        for host in ("box.lan:8000", "proxy.example", "proxy.example:1234", "127.0.0.1:8000"):
             assert client.get("/health", headers={"host": host}).status_code == 200, host
-        for host in ("box.lan.evil.example", "10.0.0.1"):
+        for host in ("box.lan.evil.example", "10.0.0.1:8000", "box.lan:8001"):
             assert client.get("/health", headers={"host": host}).status_code == 421, host
     with served(guarded_app(listening="0.0.0.0")) as client:
-        for host in ("10.0.0.1:8000", "[fe80::1]:8000", "localhost"):
+        for host in ("10.0.0.1:8000", "[fe80::1]:8000", "localhost:8000"):
             assert client.get("/health", headers={"host": host}).status_code == 200, host
-        assert client.get("/health", headers={"host": "evil.example"}).status_code == 421
+        for host in ("evil.example:8000", "10.0.0.1:9000"):
+            assert client.get("/health", headers={"host": host}).status_code == 421, host
+
+
+@pytest.mark.parametrize("host, named", [
+    ("localhost:9000", "names port 9000"), ("127.0.0.1:80", "names port 80"),
+    ("[::1]:8001", "names port 8001"), ("localhost", "names none (80 or 443)")])
+def test_the_servers_own_names_are_served_on_its_own_port_only(client, host, named):
+    # A request for another port of this machine went through a tunnel or a proxy: what
+    # that port serves is another origin, which --allow-host NAME:PORT must name.
+    refused(client.get("/health", headers={"host": host}), 421,
+            f"listens on port 8000, and the Host header {named} (a tunnel or a proxy?); to "
+            f"serve it, start it with --allow-host '{host.lower()}'")
+
+
+def test_allow_host_with_a_port_serves_that_port_only_and_without_one_any():
+    with served(guarded_app(added=["localhost:9000", "tunnel.example:443", "Any.Example",
+                                   "[::1]:9001"])) as client:
+        for host in ("localhost:9000", "tunnel.example", "tunnel.example:443",
+                     "any.example:1", "any.example", "[::1]:9001", "localhost:8000"):
+            assert client.get("/health", headers={"host": host}).status_code == 200, host
+        for host in ("localhost:9001", "tunnel.example:8443", "[::1]:9000"):
+            assert client.get("/health", headers={"host": host}).status_code == 421, host
 
 
 def test_the_address_a_host_name_was_bound_to_is_served():
     # `--host box.lan` prints `serving on http://192.168.1.10:PORT`: that URL must work.
-    hosts = Hosts("box.lan", bound="192.168.1.10")
-    assert hosts.allows("192.168.1.10") and hosts.allows("box.lan")
-    assert not hosts.allows("192.168.1.11")
-    assert Hosts("fe80::1%eth0", bound="fe80::1%eth0").allows("fe80::1")
+    hosts = Hosts("box.lan", bound="192.168.1.10", port=8000)
+    assert hosts.allows("192.168.1.10", 8000) and hosts.allows("box.lan", 8000)
+    assert not hosts.allows("192.168.1.11", 8000) and not hosts.allows("192.168.1.10", 8001)
+    assert Hosts("fe80::1%eth0", bound="fe80::1%eth0").allows("fe80::1", 8000)
+
+
+def test_an_application_made_without_hosts_answers_the_loopback_names_only():
+    registry = fake_registry()
+    app = create_app(registry, registry.limits)
+    with TestClient(app, base_url="http://localhost:8123") as client:
+        assert client.get("/health").status_code == 200
+        for host in ("127.0.0.1:1", "[::1]"):
+            assert client.get("/health", headers={"host": host}).status_code == 200, host
+        for host in ("testserver", "evil.example:8123", "127.0.0.1.nip.io"):
+            refused(client.get("/health", headers={"host": host}), 421, "--allow-host")
 
 
 def test_an_ipv6_address_is_printed_whole_not_read_as_markup():
@@ -133,6 +174,18 @@ def test_the_own_origin_posts_and_reads_from_anywhere_are_served(client):
     with served(guarded_app(added=["app.example"])) as added:
         answer = added.post("/translate", json=BODY, headers={"origin": "https://app.example"})
         assert answer.status_code == 200
+
+
+def test_a_page_of_a_name_added_with_a_port_posts_from_that_port_only():
+    with served(guarded_app(added=["app.example:3000", "any.example", "[::1]:3001"])) as client:
+        for origin in ("http://app.example:3000", "https://any.example:1234",
+                       "http://any.example", "http://[::1]:3001"):
+            answer = client.post("/translate", json=BODY, headers={"origin": origin})
+            assert answer.status_code == 200, origin
+        for origin in ("http://app.example:3001", "http://app.example", "https://app.example",
+                       "http://[::1]:3000", "http://app.example:99999"):
+            refused(client.post("/translate", json=BODY, headers={"origin": origin}), 403,
+                    "another origin")
 
 
 @pytest.mark.parametrize("content_type", [None, "text/plain", "text/plain;charset=UTF-8",
@@ -325,7 +378,7 @@ def real():
     """The 0.1.0 run (a small trained word-level model) served in-process."""
     registry = Registry([("run", [FIXTURE_RUN / "model"])], Limits())
     app = create_app(registry, registry.limits, load=registry.load)
-    with TestClient(app, raise_server_exceptions=False) as client:
+    with served(app) as client:
         while client.get("/health").status_code != 200:
             time.sleep(0.1)
         yield client
@@ -371,9 +424,10 @@ NUMERIC_LIMITS = ["--max-body-bytes", "--max-texts", "--max-chars", "--max-outpu
     (["--batch-wait-ms", "nan"], "--batch-wait-ms must be >= 0"),
     (["--batch-wait-ms", "-1"], "--batch-wait-ms must be >= 0"),
     (["--allow-host", "http://evil.example"], "--allow-host 'http://evil.example': give a"),
-    (["--allow-host", "box.lan:8000"], "without http:// or a port"),
-    (["--allow-host", ""], "without http:// or a port"),
-    (["--allow-host", "a b"], "without http:// or a port"),
+    (["--allow-host", "box.lan:99999"], "without http://, e.g. --allow-host myhost.lan"),
+    (["--allow-host", "box.lan:8000/x"], "or --allow-host myhost.lan:8080 (that port only)"),
+    (["--allow-host", ""], "without http://"),
+    (["--allow-host", "a b"], "without http://"),
 ])
 def test_serve_refuses_a_flag_out_of_range_in_one_line_before_loading(args, fragment):
     result = CliRunner().invoke(cli, ["serve", str(FIXTURE_RUN), *args], prog_name="attncli")

@@ -20,6 +20,9 @@ from attncli.serve.batching import Batcher, QueueFull
 from attncli.serve.limits import Limits, RequestError
 from attncli.serve.registry import Registry
 
+#: Where the test clients send their requests: a name the application answers to.
+LOOPBACK = "http://127.0.0.1"
+
 
 def batcher(run, **settings):
     options = {"measure": lambda key, requests: [[1] * len(texts) for texts in requests],
@@ -168,7 +171,7 @@ def fake_app(token=None, **limits):
 def test_a_full_queue_is_a_503_with_retry_after_and_the_next_request_is_served():
     app, model = fake_app(max_queue=4, max_texts=4)
     model.release.clear()
-    with TestClient(app) as client:
+    with TestClient(app, base_url=LOOPBACK) as client:
         waiting = threading.Thread(
             target=lambda: client.post("/translate", json={"texts": ["ab", "cd", "ef"]}))
         waiting.start()
@@ -186,7 +189,7 @@ def test_a_full_queue_is_a_503_with_retry_after_and_the_next_request_is_served()
 
 def test_the_token_is_needed_by_every_request():
     app, _ = fake_app(token="s3cret")
-    with TestClient(app) as client:
+    with TestClient(app, base_url=LOOPBACK) as client:
         # A path that exists or not: 401 either way, so paths are not told apart.
         for path in ("/health", "/models", "/", "/docs", "/openapi.json", "/nothing"):
             refused = client.get(path)
@@ -204,7 +207,7 @@ def test_the_token_is_needed_by_every_request():
 
 def test_the_page_opened_with_its_token_sets_a_cookie_its_requests_carry():
     app, _ = fake_app(token="s3cret")
-    with TestClient(app) as client:
+    with TestClient(app, base_url=LOOPBACK) as client:
         assert client.get("/?token=wrong").status_code == 401
         page = client.get("/?token=s3cret")
         assert page.status_code == 200

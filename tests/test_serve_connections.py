@@ -67,8 +67,10 @@ def answer(connection):
     return int(data.split(b" ", 2)[1]) if data else None
 
 
-POST_HEAD = (b"POST /translate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
-             b"\r\nContent-Length: 1000\r\n\r\n")
+def post_head(port):
+    """The head of a POST of a 1,000-byte body, as a client of `port` writes it."""
+    return (b"POST /translate HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: "
+            b"application/json\r\nContent-Length: 1000\r\n\r\n" % port)
 
 
 @pytest.mark.parametrize("sent", [b"", b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n"],
@@ -85,7 +87,7 @@ def test_a_client_that_never_finishes_its_headers_is_cut_off(server, sent):
 
 def test_a_client_that_trickles_its_body_is_cut_off(server):
     client = connect(server)
-    client.sendall(POST_HEAD + b'{"texts": [')
+    client.sendall(post_head(server) + b'{"texts": [')
     started = time.monotonic()
     while time.monotonic() - started < 20:
         if select.select([client], [], [], 0.2)[0]:
@@ -126,10 +128,10 @@ def test_sigterm_ends_the_server_while_a_client_holds_half_a_body(tmp_path_facto
     process, port = serving(tmp_path_factory)  # the default timeouts: 10 s and 30 s
     try:
         holding = connect(port)
-        holding.sendall(POST_HEAD + b'{"texts": [')
+        holding.sendall(post_head(port) + b'{"texts": [')
         silent = connect(port)
         idle = connect(port)
-        idle.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        idle.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % port)
         health = b""
         while not health.endswith(b"}"):
             health += idle.recv(65536)

@@ -10,7 +10,7 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
-from test_serve_batching import FakeModel
+from test_serve_batching import LOOPBACK, FakeModel
 
 from attncli.serve.app import create_app
 from attncli.serve.limits import Limits
@@ -38,7 +38,7 @@ def scraped(client, **headers):
 
 def test_requests_errors_latency_and_batches_are_counted():
     app, _ = fake_app()
-    with TestClient(app, raise_server_exceptions=False) as client:
+    with TestClient(app, base_url=LOOPBACK, raise_server_exceptions=False) as client:
         assert client.post("/translate", json={"texts": ["a b", "c", "d"]}).status_code == 200
         assert client.post("/translate", json={"texts": ["e"]}).status_code == 200
         assert client.post("/translate", content=b"{", headers={
@@ -76,7 +76,7 @@ def test_requests_errors_latency_and_batches_are_counted():
 def test_the_queue_depth_is_read_when_scraped():
     app, model = fake_app()
     model.release.clear()
-    with TestClient(app) as client:
+    with TestClient(app, base_url=LOOPBACK) as client:
         waiting = threading.Thread(target=client.post, args=("/translate",),
                                    kwargs={"json": {"texts": ["a", "b", "c"]}})
         waiting.start()
@@ -93,7 +93,7 @@ def test_the_queue_depth_is_read_when_scraped():
 
 def test_metrics_need_the_token_when_there_is_one():
     app, _ = fake_app(token=TOKEN)
-    with TestClient(app) as client:
+    with TestClient(app, base_url=LOOPBACK) as client:
         refused = client.get("/metrics")
         assert refused.status_code == 401 and "attncli_" not in refused.text
         samples = scraped(client, authorization=f"Bearer {TOKEN}")
@@ -106,7 +106,8 @@ def test_two_servers_in_one_process_count_apart(token):
     first, _ = fake_app(token)
     second, _ = fake_app(token)
     headers = {"authorization": f"Bearer {TOKEN}"} if token else {}
-    with TestClient(first) as one, TestClient(second) as other:
+    with TestClient(first, base_url=LOOPBACK) as one, \
+            TestClient(second, base_url=LOOPBACK) as other:
         one.get("/health", headers=headers)
         samples = scraped(other, **headers)
     assert ("attncli_requests_total", (("route", "/health"), ("status", "200"))) not in samples

@@ -89,7 +89,8 @@ def served(parts, tmp_path_factory):
     save_model(directory, *parts, metadata={"decoding": {
         "beam_size": 3, "alpha": 0.6, "max_length_ratio": 1.0, "max_length_offset": 4}})
     registry = Registry([("tiny", [directory])], Limits())
-    with TestClient(create_app(registry, registry.limits, load=registry.load)) as client:
+    app = create_app(registry, registry.limits, load=registry.load)
+    with TestClient(app, base_url="http://127.0.0.1") as client:
         while client.get("/health").status_code != 200:
             time.sleep(0.1)
         yield client, registry, directory

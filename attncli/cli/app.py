@@ -492,10 +492,10 @@ def serve(
     port: Annotated[int, typer.Option(help="Port; 0 picks a free one.")] = 8000,
     allow_host: Annotated[
         list[str] | None,
-        typer.Option("--allow-host", metavar="NAME",
+        typer.Option("--allow-host", metavar="NAME[:PORT]",
                      help="Also answer requests that name the server NAME (its Host "
-                     "header), and pages of NAME. Besides localhost, loopback addresses and "
-                     "--host. Repeat for more."),
+                     "header), and pages of NAME: on any port, or on PORT only. Besides "
+                     "localhost, loopback addresses and --host on --port. Repeat for more."),
     ] = None,
     token: Annotated[
         str | None,

@@ -34,7 +34,6 @@ from attncli.cli.runs import model_directory, run_name
 from attncli.errors import AttncliError, clipped, first_line, shown
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-HOST_NAME = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")  # labels joined by dots
 #: Seconds the requests being answered get to finish when the server stops.
 STOP_GRACE = 30
 
@@ -92,32 +91,22 @@ def listen(host, port):
     return sock
 
 
-def allowed_hosts(host, allowed, bound=None):
-    """The `Hosts` of `--host`, each `--allow-host NAME` and the address `bound` to,
-    checked: a name is a host name or an IP address, without a scheme, a port or a path."""
+def allowed_hosts(host, allowed, bound=None, port=None):
+    """The `Hosts` of `--host`, each `--allow-host NAME[:PORT]` and the address and port
+    `bound` to, checked: a name is a host name or an IP address, without a scheme or a
+    path (`attncli.serve.access.allowed_name`)."""
     from attncli.serve.access import Hosts
 
-    for name in allowed:
-        if not (HOST_NAME.fullmatch(name) or _is_address(name)):
-            raise AttncliError(
-                f"--allow-host {shown(name)}: give a host name or an address as a browser's "
-                "address bar has it, without http:// or a port, e.g. --allow-host myhost.lan"
-            )
-    return Hosts(host, allowed, bound)
+    try:
+        return Hosts(host, allowed, bound, port)
+    except ValueError as error:
+        raise AttncliError(str(error)) from None
 
 
 def shown_address(address):
     """`address` as a URL writes it (an IPv6 one in brackets), escaped for Rich's markup,
     where `[fe80::1]` would read as a style tag and vanish."""
     return escape(f"[{address}]" if ":" in address else address)
-
-
-def _is_address(name):
-    try:
-        ipaddress.ip_address(name)
-    except ValueError:
-        return False
-    return True
 
 
 def serve(*, run_path, ensemble, named, host, port, allowed, token, limits, console,
@@ -143,7 +132,7 @@ def serve(*, run_path, ensemble, named, host, port, allowed, token, limits, cons
     sock = listen(host, port)
     bound = sock.getsockname()
     # The URL printed must be one the server answers.
-    hosts = allowed_hosts(host, allowed, bound[0])
+    hosts = allowed_hosts(host, allowed, *bound[:2])
     where = shown_address(bound[0])
     console.print(f"serving on http://{where}:{bound[1]} (loading {len(specs)} model"
                   f"{'s' if len(specs) > 1 else ''}; GET /health answers 503 until ready)",

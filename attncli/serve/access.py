@@ -5,15 +5,19 @@ may send it requests (a form, `fetch`), frame its page, or, with a domain of its
 whose name resolves to 127.0.0.1 (DNS rebinding), read its answers as if they were its
 own. `Guard` closes those ways:
 
-- **Host**: a request is served only if its `Host` header names the server: `localhost`,
-  a loopback address, the address it listens on, a name added with `--allow-host`, and,
-  when it listens on every interface (`0.0.0.0`, `::`), any IP address (an address,
-  unlike a name, cannot be made to point at another machine). Else 421 (400 without a
-  usable `Host`).
+- **Host**: a request is served only if its `Host` header names the server. Its own
+  names: `localhost`, a loopback address, the address it listens on and, when it listens
+  on every interface (`0.0.0.0`, `::`), any IP address (an address, unlike a name,
+  cannot be made to point at another machine), each with the port it listens on, as a
+  browser writes it (a request for another port went through a tunnel or a proxy).
+  Names added with `--allow-host`: `NAME` on any port, `NAME:PORT` on that port only. A
+  `Host` without a port names port 80 or 443 (HTTP's and HTTPS's default: the scheme
+  may be a proxy's). Else 421 (400 without a usable `Host`).
 - **Origin**: a request that changes state (every method but GET, HEAD and OPTIONS)
   carrying an `Origin` is served only from the server's own origin (`Origin` equal to
   `Host`: another port of 127.0.0.1 is another origin) or from a name added with
-  `--allow-host`. Else 403. Clients that are not browsers send no `Origin`.
+  `--allow-host` (with its port, if it gives one; an `Origin` without a port has its
+  scheme's). Else 403. Clients that are not browsers send no `Origin`.
 - **Headers**: every answer forbids framing (`X-Frame-Options: DENY`, CSP
   `frame-ancestors 'none'`), sniffing (`nosniff`) and referrers; the page sets its own
   stricter policy (`page.content_security_policy`).
@@ -27,6 +31,7 @@ which this server never grants, so no cross-site request reaches a search.
 
 import hmac
 import ipaddress
+import re
 from urllib.parse import unquote, urlsplit
 
 from starlette.responses import JSONResponse
@@ -51,19 +56,48 @@ def refusal(status, message, headers=None):
     return JSONResponse({"error": message}, status, {**SECURITY_HEADERS, **(headers or {})})
 
 
-def host_name(value):
-    """The name or address of a `Host` header value (`NAME`, `NAME:PORT`, `[V6]:PORT`),
-    lower-cased; None when it holds none."""
+#: The port a `Host` without one names: HTTP's or HTTPS's default (behind a TLS proxy).
+DEFAULT_PORTS = (80, 443)
+#: A host name: labels of letters, digits, `-` and `_`, joined by dots.
+HOST_NAME = re.compile(r"[a-z0-9_-]+(\.[a-z0-9_-]+)*")
+
+
+def host_and_port(value):
+    """`(name, port)` of a `Host` header value (`NAME`, `NAME:PORT`, `[V6]:PORT`): the
+    name or address lower-cased (an address written as `ipaddress` writes it), the port
+    an int or None when it gives none; None when the value holds no name."""
     value = value.strip().lower()
     if value.startswith("["):
-        name, bracket, port = value[1:].partition("]")
-        if not bracket or (port and not (port[:1] == ":" and port[1:].isdigit())):
+        name, bracket, rest = value[1:].partition("]")
+        if not bracket or (rest and rest[:1] != ":"):
             return None
-        return name or None
-    name, colon, port = value.partition(":")
-    if colon and not port.isdigit():
+        port = rest[1:] if rest else None
+    else:
+        name, colon, port = value.partition(":")
+        port = port if colon else None
+    if not name or (port is not None and not (port.isdigit() and int(port) <= 65535)):
         return None
-    return name or None
+    return _written(name), None if port is None else int(port)
+
+
+def allowed_name(value):
+    """`(name, port)` of an `--allow-host` value: `NAME` (port None: any port) or
+    `NAME:PORT`, NAME a host name or an IP address (an IPv6 one in brackets before a
+    port), as a browser's address bar has it.
+
+    Raises:
+        ValueError: for anything else (a scheme, a path, a port out of range).
+    """
+    if _address(value.strip()) is not None:  # an IPv6 address without brackets too
+        return _written(value.strip().lower()), None
+    parsed = host_and_port(value)
+    if parsed is None or not (HOST_NAME.fullmatch(parsed[0]) or _address(parsed[0])):
+        raise ValueError(
+            f"--allow-host {shown(value)}: give a host name or an address as a browser's "
+            "address bar has it, without http://, e.g. --allow-host myhost.lan (any port) "
+            "or --allow-host myhost.lan:8080 (that port only)"
+        )
+    return parsed
 
 
 def _address(name):
@@ -73,34 +107,67 @@ def _address(name):
         return None
 
 
+def _written(name):
+    """`name`, or the address it is written as `ipaddress` writes it (`::1` for `0::1`)."""
+    address = _address(name.partition("%")[0])
+    return name if address is None else str(address)
+
+
 class Hosts:
     """The names a request's `Host` may give, and the origins whose pages may post.
 
     Args:
         listening: the address the server listens on (`--host`).
-        added: names added with `--allow-host`: their `Host` and their pages' `Origin`
-            are allowed.
+        added: the values of `--allow-host` (`NAME` or `NAME:PORT`, see `allowed_name`):
+            their `Host` and their pages' `Origin` are allowed, on any port or on PORT.
         bound: the address the socket was bound to, which the server prints as its URL
             (`--host myhost.lan` listens on the address the name resolves to).
+        port: the port the server listens on, which a `Host` giving one of the server's
+            own names must give; None: any port (an application made without its
+            socket). Defaults to None.
+
+    Raises:
+        ValueError: for a value of `added` that is no name (`allowed_name`).
     """
 
-    def __init__(self, listening, added=(), bound=None):
-        listening = listening.strip("[]").lower()
+    def __init__(self, listening, added=(), bound=None, port=None):
+        listening = _written(listening.strip("[]").lower())
         address = _address(listening)
         self.any_address = address is not None and address.is_unspecified
-        self.added = {name.lower() for name in added}
-        self.names = {"localhost", *self.added}
+        self.port = port
+        self.added = {}  # name -> the ports allowed, None for any
+        for value in added:
+            name, given = allowed_name(value)
+            ports = self.added.get(name, set())
+            self.added[name] = None if ports is None or given is None else ports | {given}
+        self.names = {"localhost"}
         if not self.any_address:
             self.names.add(listening)
             if bound is not None:
-                self.names.add(bound.partition("%")[0].lower())
+                self.names.add(_written(bound))
 
-    def allows(self, name):
-        """Whether `name` (from `host_name`) names this server."""
+    def allows(self, name, port):
+        """Whether a `Host` of `name` and `port` (from `host_and_port`) names this server."""
+        return (self.own(name) and _same_port(port, self.port)) or self.added_with(name, port)
+
+    def own(self, name):
+        """Whether `name` is one of the server's own names, on whatever port."""
         address = _address(name)
         if address is not None and (address.is_loopback or self.any_address):
             return True
-        return name in self.names or (address is not None and str(address) in self.names)
+        return name in self.names
+
+    def added_with(self, name, port):
+        """Whether `--allow-host` added `name` with `port` (None: a default port)."""
+        if name not in self.added:
+            return False
+        return self.added[name] is None or any(_same_port(port, allowed)
+                                               for allowed in self.added[name])
+
+
+def _same_port(given, port):
+    """Whether a port `given` (None: a default port) is `port` (None: any)."""
+    return port is None or (port in DEFAULT_PORTS if given is None else given == port)
 
 
 class Guard:
@@ -109,8 +176,7 @@ class Guard:
 
     Args:
         app: the ASGI application guarded.
-        hosts: the `Hosts` served, or None to serve any `Host` (an application made in
-            a test; `attncli serve` always gives them).
+        hosts: the `Hosts` served.
     """
 
     def __init__(self, app, hosts):
@@ -132,25 +198,42 @@ class Guard:
         for name, value in scope["headers"]:
             headers.setdefault(name, value.decode("latin-1"))
         given = headers.get(b"host", "")
-        name = host_name(given)
-        if self.hosts is not None:
-            if name is None:
-                return 400, f"the Host header {shown(given, 60)} names no host"
-            if not self.hosts.allows(name):
-                return 421, (f"this server does not answer to the name {shown(name, 60)}; "
-                             "to serve it, start it with --allow-host NAME")
+        parsed = host_and_port(given)
+        if parsed is None:
+            return 400, f"the Host header {shown(given, 60)} names no host"
+        if not self.hosts.allows(*parsed):
+            name, port = parsed
+            if self.hosts.own(name):
+                named = "none (80 or 443)" if port is None else f"port {port}"
+                return 421, (f"this server listens on port {self.hosts.port}, and the Host "
+                             f"header names {named} (a tunnel or a proxy?); to serve it, "
+                             f"start it with --allow-host {shown(given.strip().lower(), 60)}")
+            return 421, (f"this server does not answer to the name {shown(name, 60)}; "
+                         "to serve it, start it with --allow-host NAME (or NAME:PORT)")
         origin = headers.get(b"origin")
         if origin is None or scope["method"] in READING:
             return None
-        try:
-            parts = urlsplit(origin.strip().lower())
-        except ValueError:  # a bracket not closed
-            parts = urlsplit("")
-        if parts.netloc and (parts.netloc == given.strip().lower()
-                             or (self.hosts is not None and parts.hostname in self.hosts.added)):
+        if self._own_or_added(origin, given):
             return None
         return 403, (f"a page of another origin ({shown(origin, 60)}) may not use this "
                      "server; open its own page, or start it with --allow-host NAME")
+
+    def _own_or_added(self, origin, host):
+        """Whether `origin` is the server's own (that of `host`, the `Host` header) or
+        one of a name added with `--allow-host`."""
+        try:
+            parts = urlsplit(origin.strip().lower())
+            port = parts.port
+        except ValueError:  # a bracket not closed, a port that is not one
+            return False
+        if not parts.netloc:
+            return False
+        if parts.netloc == host.strip().lower():
+            return True
+        if port is None:
+            port = {"http": 80, "https": 443}.get(parts.scheme)
+        return parts.hostname is not None and self.hosts.added_with(_written(parts.hostname),
+                                                                    port)
 
 
 def _securing(send):

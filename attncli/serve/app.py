@@ -42,7 +42,7 @@ from starlette.requests import ClientDisconnect
 
 from attncli.errors import AttncliError, first_line, shown
 from attncli.serve import schemas
-from attncli.serve.access import BearerToken, Guard, refusal
+from attncli.serve.access import BearerToken, Guard, Hosts, refusal
 from attncli.serve.batching import Batcher, QueueFull
 from attncli.serve.limits import RequestError
 from attncli.serve.metrics import Measured, Metrics
@@ -67,8 +67,8 @@ def create_app(registry, limits, token=None, load=None, on_loaded=None, hosts=No
             run on the batcher's thread when the application starts.
         on_loaded: None, or `on_loaded(error)`, called when `load` ends (error None
             once every model is ready).
-        hosts: the `Hosts` whose names a request's `Host` may give (`Guard`), or None
-            for any (an application made in a test).
+        hosts: the `Hosts` whose names a request's `Host` may give (`Guard`).
+            Defaults to the loopback names, on any port (`Hosts("127.0.0.1")`).
     """
     metrics = Metrics(queue_depth=lambda: batcher.pending)
     batcher = Batcher(
@@ -233,7 +233,8 @@ def create_app(registry, limits, token=None, load=None, on_loaded=None, hosts=No
 
     if token is not None:
         app.add_middleware(BearerToken, token=token)
-    app.add_middleware(Guard, hosts=hosts)  # before the token: a foreign Host is told so
+    # before the token: a foreign Host is told so
+    app.add_middleware(Guard, hosts=Hosts("127.0.0.1") if hosts is None else hosts)
     app.add_middleware(Measured, metrics=metrics)  # the outermost: every answer is counted
     return app
 
