@@ -2,7 +2,7 @@
 
     python -m benchmarks.bench_serve RUN [--server-cpu 0] [--client-cpu 1]
         [--sentences 2000] [--latency-requests 300] [--memory-requests 100000]
-        [--memory-only | --fairness-only]
+        [--memory-only | --fairness-only] [--starvation-rounds 5]
 
 The server (`attncli serve RUN --port 0`, default limits) runs pinned to one core
 (`taskset -c SERVER_CPU`), this process (the clients) to another; requests go over
@@ -31,13 +31,20 @@ table:
   throughput): on a machine with one free core, run it with the server and the clients
   on that core.
 
+- the first `/inspect` over a `reference` (the model's own translation of a sentence),
+  right after the server is ready, and a one-sentence `/translate` sent 10 ms after it:
+  their times, and a second `/inspect` over another reference (the forced pass, once
+  traced, is fast: how long the first waits is its trace, and the `/translate` waits
+  for it);
 - starvation: the wait of a one-sentence greedy request sent while a request of 500
   sentences at beam 16 (other settings: batched apart) is being translated, one after
   another until the large one is answered: the median and the longest, against the
   target, twice its latency alone (the median of 20) plus one batch of the large
   request (its time alone over its number of batches, counted from its sentences'
   costs as the server counts them: source tokens times the beam, packed into
-  `--batch-tokens` 4096);
+  `--batch-tokens` 4096). `--starvation-rounds` rounds, each with its own target
+  (a stall that comes at random shows in some rounds only): the waits of them all,
+  the worst ratio to a round's target, and how many rounds passed it;
 - churn: 24 settings (beam 1 to 12, with and without attention weights), one
   one-sentence request each, in turn, five rounds: the server's resident set after
   each round, and its growth since the first (target: at most +10 %). The server keeps
@@ -225,6 +232,33 @@ async def starvation(host, port, sentences, batches, beam=16, count=500):
     return statistics.median(alone), large_alone, large_alone / batches, waits
 
 
+async def first_inspect(host, port, sentences):
+    """Seconds of the first `/inspect` over a reference, of a `/translate` sent 10 ms
+    after it, and of a second `/inspect` over another reference."""
+    inspecting, translating = Connection(host, port), Connection(host, port)
+    references = []
+    for sentence in sentences[:2]:
+        status, answer = await translating.post("/translate", {"texts": [sentence]})
+        assert status == 200, status
+        references.append(answer["translations"][0]["text"])
+
+    async def timed(connection, path, body, delay=0.0):
+        await asyncio.sleep(delay)
+        started = time.perf_counter()
+        status, _ = await connection.post(path, body)
+        assert status == 200, status
+        return time.perf_counter() - started
+
+    first, behind = await asyncio.gather(
+        timed(inspecting, "/inspect", {"text": sentences[0], "reference": references[0]}),
+        timed(translating, "/translate", {"texts": [sentences[2]]}, delay=0.01))
+    second = await timed(inspecting, "/inspect", {"text": sentences[1],
+                                                 "reference": references[1]})
+    inspecting.close()
+    translating.close()
+    return first, behind, second
+
+
 async def churn(host, port, sentence, pid, rounds=5):
     """The server's resident set after each round of 24 settings asked in turn."""
     connection = Connection(host, port)
@@ -241,19 +275,34 @@ async def churn(host, port, sentence, pid, rounds=5):
     return memory
 
 
-def fairness_rows(run, host, port, sentences, pid):
-    """The starvation and churn rows of the table."""
-    batches = batches_of(run, [sentences[i % len(sentences)] for i in range(500)], 16)
-    alone, large, batch, waits = asyncio.run(starvation(host, port, sentences, batches))
-    target = 2 * alone + batch
+def fairness_rows(run, host, port, sentences, pid, rounds=5):
+    """The first `/inspect`'s rows (on a server just ready), the starvation rows (over
+    `rounds` rounds) and the churn rows of the table."""
+    first, behind, second = asyncio.run(first_inspect(host, port, sentences))
     rows = [
-        f"| one sentence alone, greedy (median of 20) | {1000 * alone:.0f} ms | | |",
-        f"| 500 sentences at beam 16 alone ({batches} batches) | {large:.2f} s, "
-        f"{1000 * batch:.0f} ms a batch | | |",
-        f"| one sentence during the 500 ({len(waits)} answered), median / longest | "
-        f"{1000 * statistics.median(waits):.0f} / {1000 * max(waits):.0f} ms | "
-        f"≤ {1000 * target:.0f} ms (2 x alone + a batch) | "
-        f"{max(waits) / target:.2f}x of the target |",
+        f"| the first /inspect over a reference, once ready | {1000 * first:.0f} ms | | |",
+        f"| a /translate of one sentence sent 10 ms after it | {1000 * behind:.0f} ms | | |",
+        f"| a second /inspect over another reference | {1000 * second:.0f} ms | | |",
+    ]
+    batches = batches_of(run, [sentences[i % len(sentences)] for i in range(500)], 16)
+    measured = [asyncio.run(starvation(host, port, sentences, batches))
+                for _ in range(rounds)]
+    alone = statistics.median(round_[0] for round_ in measured)
+    large = statistics.median(round_[1] for round_ in measured)
+    batch = statistics.median(round_[2] for round_ in measured)
+    waits = [wait for round_ in measured for wait in round_[3]]
+    # per round: its longest wait over its own target
+    ratios = [max(waits_) / (2 * alone_ + batch_) for alone_, _, batch_, waits_ in measured]
+    rows += [
+        f"| one sentence alone, greedy (median of 20; median of {rounds} rounds) | "
+        f"{1000 * alone:.0f} ms | | |",
+        f"| 500 sentences at beam 16 alone ({batches} batches; median of {rounds} rounds) | "
+        f"{large:.2f} s, {1000 * batch:.0f} ms a batch | | |",
+        f"| one sentence during the 500, {rounds} rounds ({len(waits)} answered), median / "
+        f"longest | {1000 * statistics.median(waits):.0f} / {1000 * max(waits):.0f} ms | "
+        f"≤ {1000 * (2 * alone + batch):.0f} ms (2 x alone + a batch) | worst round "
+        f"{max(ratios):.2f}x of its target; {sum(ratio > 1 for ratio in ratios)} of "
+        f"{rounds} rounds past it |",
     ]
     memory = asyncio.run(churn(host, port, sentences[0], pid))
     rows += [f"| memory after round {index + 1} of 24 settings | {megabytes:.0f} MB | "
@@ -317,6 +366,8 @@ def main():
                         help="measure the server's memory alone")
     parser.add_argument("--fairness-only", action="store_true",
                         help="measure starvation and the churn of settings alone")
+    parser.add_argument("--starvation-rounds", type=int, default=5,
+                        help="rounds of the starvation measurement")
     parser.add_argument("--data", type=Path, default=os.environ.get("ATTNCLI_SHARED_DATA"),
                         help="data folder of a run that reads files (not the bundled corpus)")
     parser.add_argument("--offline-rate", type=Path, help=argparse.SUPPRESS)
@@ -335,13 +386,15 @@ def main():
         with (folder / "server.txt").open("w") as log:
             server, host, port = start_server(args.run, args.server_cpu, log)
         try:
-            rows = fairness_rows(args.run, host, port, sentences, server.pid)
+            rows = fairness_rows(args.run, host, port, sentences, server.pid,
+                                 args.starvation_rounds)
         finally:
             server.terminate()
             server.wait(timeout=120)
+        ready = re.search(r"ready: .*", (folder / "server.txt").read_text()).group(0)
         print(f"\n{args.run}: server on CPU {args.server_cpu}, clients on CPU "
               f"{args.client_cpu}; load average {load[0]:.2f} before, "
-              f"{os.getloadavg()[0]:.2f} after\n")
+              f"{os.getloadavg()[0]:.2f} after; the server's {ready!r}\n")
         print("| measured | attncli serve | target | ratio |")
         print("| --- | ---: | ---: | ---: |")
         print("\n".join(rows))
@@ -393,7 +446,8 @@ def main():
                 served += len(sentences)
             sample_memory(memory, served, server.pid)
         if not args.memory_only:
-            rows += fairness_rows(args.run, host, port, sentences, server.pid)
+            rows += fairness_rows(args.run, host, port, sentences, server.pid,
+                                  args.starvation_rounds)
     finally:
         server.terminate()
         server.wait(timeout=120)
