@@ -215,6 +215,12 @@ def build_training(config, run, progress, data_dir=None, resume=False, strategy=
     # The sums are checkpointed only when there are any, so that the checkpoints of
     # runs without them keep their contents (accumulate_steps cannot change on resume).
     extra = {} if sums is None else {"gradient_sums": sums}
+    guided = training.guided_alignment
+    if guided is not None and guided.freeze_translation:
+        # The checkpoint reaches most of a model's variables through the optimizer's,
+        # not through the Keras model (whose layer lists it does not follow); this
+        # optimizer holds the alignment layer's alone, so the rest is listed here.
+        extra["model_weights"] = list(model.weights)
     checkpoint = tf.train.Checkpoint(
         model=model, optimizer=optimizer, **position.variables(), **extra
     )
