@@ -96,9 +96,9 @@ def read_attention(forced, choice):
                           "one with model.alignment_layer: docs/alignment.md); read "
                           "--attention cross")
     if name == "alignment" and (choice.layer, choice.head) != (None, None):
-        raise ChoiceError("layer and --head choose a block and head of the "
-                          "cross-attention; the alignment layer has one of each: add "
-                          "--attention cross to read the cross-attention")
+        raise ChoiceError("layer/--head choose within the cross-attention: the alignment "
+                          "layer has one layer and one head; add --attention cross to read "
+                          "the cross-attention")
     return name
 
 
