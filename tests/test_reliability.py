@@ -281,6 +281,7 @@ def test_a_model_too_large_for_memory_is_refused_before_allocating(tmp_path):
                      "--set", "model.embedding_dim=1000000000", cwd=tmp_path)
     message = one_line_error(result)
     assert "too large for this machine" in message and "parameters" in message
+    assert "reading the data" not in result.stderr  # refused before the data is read
     assert list(tmp_path.iterdir()) == []  # the run directory it created is gone
 
 

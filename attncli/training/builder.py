@@ -132,6 +132,10 @@ class TrainingParts:
     gradient_sums: object = None
 
 
+#: The fewest ids a vocabulary holds (`ModelConfig`: 4 reserved and one token).
+SMALLEST_VOCABULARY = 5
+
+
 def build_training(config, run, progress, data_dir=None, resume=False, strategy=None,
                    is_chief=True):
     """The parts of a training run.
@@ -169,6 +173,10 @@ def build_training(config, run, progress, data_dir=None, resume=False, strategy=
         training = dataclasses.replace(training, precision=precision)
         config = dataclasses.replace(config, training=training)
     keras.utils.set_random_seed(training.seed)
+    # The smallest vocabularies give a lower bound: a model too large whatever the data
+    # learns is refused before the data is read and the vocabularies learnt.
+    check_fits_in_memory(config.model.sized(SMALLEST_VOCABULARY, SMALLEST_VOCABULARY),
+                         training)
     _stage(progress, "reading the data")
     splits = read_splits(config.data, data_dir)
     # Splits carved from one file share its report: each file is reported once.
