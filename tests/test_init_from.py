@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 
 from attncli.cli.app import app
 from attncli.config.run import load_run_config
+from attncli.config.shipped import resolve_config
 from attncli.errors import AttncliError
 from attncli.training.init_from import check_init_from
 from tests.attncli_runs import (  # noqa: F401  trained is a fixture
@@ -181,3 +182,32 @@ def test_the_new_run_cannot_be_run_itself(trained, tmp_path):
     assert result.returncode == 2
     assert "is the run to be written" in result.stderr
     assert (base / "model" / "model.weights.h5").is_file()
+
+
+def test_a_side_left_at_its_defaults_is_run_s(trained, tmp_path, capsys):
+    """A config that says nothing of a side's tokenization fine-tunes with RUN's (and
+    says so); a side it sets is compared, not taken."""
+    import yaml
+
+    from attncli.cli.train_command import resolve_run
+    from attncli.training.init_from import take_tokenization
+
+    mapping = yaml.safe_load(resolve_config(TINY).read_text())
+    del mapping["data"]["source"], mapping["data"]["target"]
+    path = tmp_path / "plain.yaml"
+    path.write_text(yaml.safe_dump(mapping))
+    run_sides = load_run_config(TINY).data
+    config, taken = take_tokenization(trained, load_run_config(path))
+    assert taken == ["data.source", "data.target"]
+    assert (config.data.source, config.data.target) == (run_sides.source, run_sides.target)
+    check_init_from(trained, config)
+    _, taken = take_tokenization(trained, load_run_config(path, ["data.source.vocab_size=300"]))
+    assert taken == ["data.target"]
+
+    config, run, _ = resolve_run(path, [], run_dir=tmp_path / "ft", data_dir=None,
+                                 resume=False, overwrite=False, init_from=trained)
+    run.unlock()
+    assert config.data.source == run_sides.source
+    assert "data.source and data.target left at the defaults, so taken from RUN" in (
+        capsys.readouterr().err)
+    assert load_run_config(run.config_path).data.target == run_sides.target

@@ -21,7 +21,9 @@ from attncli.training.distribution import cluster_role
 from attncli.errors import AttncliError, first_line
 from attncli.config.run import run_config_from_mapping, load_run_config
 from attncli.config.shipped import resolve_config
-from attncli.training.init_from import check_init_from, read_record, write_record
+from attncli.training.init_from import (
+    check_init_from, read_record, take_tokenization, write_record,
+)
 from attncli.training.run_directory import RunDirectory
 
 # What the shell reports for a process ended by these signals: 128 + the number.
@@ -83,7 +85,13 @@ def resolve_run(config_path, overrides, run_dir, data_dir, resume, overwrite,
         config = dataclasses.replace(
             config, data=dataclasses.replace(config.data, directory=str(directory))
         )
-    origin = None if init_from is None else check_init_from(init_from, config)
+    origin = None
+    if init_from is not None:
+        config, taken = take_tokenization(init_from, config)
+        if taken:
+            print(f"--init-from {init_from}: {' and '.join(taken)} left at the defaults, so "
+                  "taken from RUN (a fine-tuning run tokenizes as RUN did)", file=sys.stderr)
+        origin = check_init_from(init_from, config)
     run_dir = run_dir or Path("runs") / config.name
     role = _role(config)
     if role is not None:

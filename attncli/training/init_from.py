@@ -183,6 +183,36 @@ def check_init_from(path, config):
                     metadata=kept["metadata"])
 
 
+def take_tokenization(path, config):
+    """`config` with each side's tokenization (`data.source`, `data.target`) that it
+    leaves at the defaults taken from the run at `path`, and what was taken.
+
+    A fine-tuning run must tokenize as RUN did; a config that says nothing of a side
+    (every key at its default) means "as RUN", so that side is RUN's rather than a
+    difference to refuse. A side set to anything else is left for `check_init_from`
+    to compare.
+
+    Returns:
+        `(config, taken)`: `taken` the keys taken (`["data.source"]`), [] for none (also
+        when RUN's configuration cannot be read: `check_init_from` names that).
+    """
+    from attncli.config.data import SideConfig
+
+    try:
+        saved = run_config_from_mapping(load_yaml(RunDirectory.open(path).config_path))
+    except (AttncliError, OSError):
+        return config, []
+    sides, taken = {}, []
+    for side in ("source", "target"):
+        ours, theirs = getattr(config.data, side), getattr(saved.data, side)
+        if ours == SideConfig() and theirs != ours:
+            sides[side] = theirs
+            taken.append(f"data.{side}")
+    if not taken:
+        return config, []
+    return dataclasses.replace(config, data=dataclasses.replace(config.data, **sides)), taken
+
+
 def grows_into_cascade(kept, model):
     """Whether a run whose kept model has settings `kept` starts a model of settings
     `model` by growing its recurrent encoder into a cascade."""
