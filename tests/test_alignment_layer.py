@@ -22,7 +22,7 @@ from attncli.search.loading import load_model
 from attncli.training.steps import make_optimizer, make_train_step
 from tests.cli_errors import one_line_error
 from tests.shared_data import shared_data
-from tests.test_guided_alignment import guided_config, write_gold_links
+from tests.test_guided_alignment import built, guided_config, write_gold_links
 
 SOURCE = np.array([[5, 6, 7, 8, 3], [9, 10, 3, 0, 0]], np.int32)
 TARGET_IN = np.array([[2, 11, 12, 13], [2, 14, 0, 0]], np.int32)
@@ -160,7 +160,7 @@ def test_links_are_read_from_the_layer_unless_the_cross_attention_is_asked():
                                   forced.attentions["alignment"][0][0])
     np.testing.assert_array_equal(
         token_weights(forced, AttentionChoice(attention="cross")), np.full((3, 2), 0.5))
-    with pytest.raises(ChoiceError, match="the alignment layer has one of each"):
+    with pytest.raises(ChoiceError, match="the alignment layer has one layer and one head"):
         token_weights(forced, AttentionChoice(head=1))
     with pytest.raises(ChoiceError, match="the model has no alignment layer"):
         token_weights(forced_pair(alignment=False), AttentionChoice(attention="alignment"))
@@ -197,6 +197,14 @@ def test_a_finished_run_gains_a_trained_alignment_layer(tmp_path, monkeypatch):
         if inner.startswith("alignment_layer"):
             continue
         np.testing.assert_array_equal(variable.numpy(), kept[inner], err_msg=inner)
+
+    # Resumed, the frozen run starts from the model it checkpointed, not a fresh one.
+    parts, said = built(None, "aligned", resume=True, overrides=["training.epochs=2"])
+    assert any(message.startswith("resuming from") for message in said)
+    resumed = {v.path.split("/", 1)[1]: v.numpy() for v in parts.model.weights}
+    for variable in aligned.model.weights:
+        inner = variable.path.split("/", 1)[1]
+        np.testing.assert_array_equal(resumed[inner], variable.numpy(), err_msg=inner)
 
     pairs = tmp_path / "pairs.tsv"
     english = shared_data("hansards-en-fr/test.en").read_text().splitlines()[:20]
