@@ -447,6 +447,11 @@ def translate(
         typer.Option(metavar="S", help="Sampling's seed: the same seed draws the same "
                      "translations.", show_default="0"),
     ] = None,
+    token_log_probs: Annotated[
+        bool,
+        typer.Option("--token-log-probs", help="With --format json: add each token's log "
+                     "probability, [END] included (their sum is the hypothesis's log P)."),
+    ] = False,
 ):
     """Translate sentences with a trained run, one output line per input line."""
     _load_tensorflow(ctx)
@@ -458,6 +463,7 @@ def translate(
         batch_size=batch_size, console=_stderr_console(), alignments=alignments,
         replace_unk=replace_unk, ensemble=ensemble or [], prefix=prefix,
         prefix_file=prefix_file, sampling=sampling, temperature=temperature, seed=seed,
+        token_log_probs=token_log_probs,
     )
     raise typer.Exit(code=code)
 

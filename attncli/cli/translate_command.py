@@ -28,6 +28,11 @@ counts its whitespace-separated words (`Don't` is one word, `hungry.` another):
     json   `source_words` (the words `i` counts), and `words` and `alignment` in each
            hypothesis
 
+`--token-log-probs` (with `--format json`) adds `token_log_probs` to each hypothesis:
+`log p(y_t | y_<t, x)` of each of its tokens, `[END]` included, the terms the search
+summed, so their sum is its `log P` (score x lp); a sampled token's under the model
+itself (temperature 1, no cut), an ensemble's of its members' mean distribution.
+
 `--ensemble OTHER_RUN` (repeatable) decodes RUN together with other runs trained on
 the same data: at each step the search emits from the mean of their next-token
 distributions (`attncli.search.ensemble`); the decoding settings are RUN's.
@@ -136,11 +141,12 @@ def aligned(results, levels, translator, replace_unk):
     return [result for result, _ in pairs], [links for _, links in pairs]
 
 
-def format_line(number, result, output_format, alignments=None):
+def format_line(number, result, output_format, alignments=None, token_log_probs=False):
     """The stdout text of one input line's result (no trailing newline).
 
     `alignments`, one `WordAlignment` per hypothesis (an empty list for an empty line),
-    are printed as the module says; None: no alignments.
+    are printed as the module says; None: no alignments. `token_log_probs` adds each
+    hypothesis's to the JSON format.
     """
     if output_format == "text":
         if result is None:
@@ -179,6 +185,8 @@ def format_line(number, result, output_format, alignments=None):
         if alignments is not None:
             entry["words"] = [word.text for word in alignments[rank].target_words]
             entry["alignment"] = alignments[rank].pharaoh()
+        if token_log_probs:
+            entry["token_log_probs"] = [round(value, 6) for value in hypothesis.token_log_probs]
         line["hypotheses"].append(entry)
     return json.dumps(line, ensure_ascii=False)
 
@@ -277,12 +285,16 @@ def check_replace_unk(target_level):
 
 def translate(*, run_path, texts, input_file, beam, alpha, n_best, output_format, reference,
               batch_size, console, alignments=False, replace_unk=False, ensemble=(),
-              prefix=None, prefix_file=None, sampling=None, temperature=None, seed=None):
+              prefix=None, prefix_file=None, sampling=None, temperature=None, seed=None,
+              token_log_probs=False):
     """Run `attncli translate`; returns the process exit code."""
     if output_format not in FORMATS:
         raise AttncliError(
             f"--format {shown(output_format)} is not a format; choose one of {', '.join(FORMATS)}"
         )
+    if token_log_probs and output_format != "json":
+        raise AttncliError("--token-log-probs adds a field to each hypothesis of --format "
+                           "json: add --format json")
     if batch_size < 1:
         raise AttncliError(f"--batch-size must be >= 1. Received: --batch-size={batch_size}")
     directory = model_directory(run_path)
@@ -321,7 +333,7 @@ def translate(*, run_path, texts, input_file, beam, alpha, n_best, output_format
                     results, links = aligned(results, levels, translator, replace_unk)
                 sys.stdout.write("".join(
                     format_line(written + row, result, output_format,
-                                links[row - 1] if alignments else None) + "\n"
+                                links[row - 1] if alignments else None, token_log_probs) + "\n"
                     for row, result in enumerate(results, start=1)
                 ))
                 sys.stdout.flush()

@@ -166,14 +166,16 @@ def _token_by_token(model, source_ids, search, prefix_ids, choose, copies, atten
             lambda tensor: tf.repeat(tensor, copies, axis=0), initial_state
         )
 
-    def step(t, token_ids, state, finished, lengths, log_probs, tokens, weights):
+    def step(t, token_ids, state, finished, lengths, log_probs, tokens, token_log_probs,
+             weights):
         best_log_probs, best, state, step_weights = decode_unfinished(
             model, token_ids, state, memory, finished, 1,
             forced=forced_tokens(prefix_ids, t), choose=None if choose is None else choose(t),
         )  # (rows, 1), (rows, 1), ..., (rows, Ts)
         alive = ~finished
         token_ids = tf.where(alive, best[:, 0], PAD)
-        log_probs += tf.where(alive, best_log_probs[:, 0], 0.0)
+        step_log_probs = tf.where(alive, best_log_probs[:, 0], 0.0)
+        log_probs += step_log_probs
         lengths += tf.cast(alive, tf.int32)
         finished = finished | (token_ids == END) | (lengths >= max_lengths)
         return (
@@ -184,13 +186,14 @@ def _token_by_token(model, source_ids, search, prefix_ids, choose, copies, atten
             lengths,
             log_probs,
             tokens.write(t, token_ids),
+            token_log_probs.write(t, step_log_probs),
             weights.write(t, step_weights) if attention_weights else weights,
         )
 
     def not_done(t, token_ids, state, finished, *unused):
         return ~tf.reduce_all(finished)
 
-    _, _, _, _, lengths, log_probs, tokens, weights = tf.while_loop(
+    _, _, _, _, lengths, log_probs, tokens, token_log_probs, weights = tf.while_loop(
         not_done,
         step,
         (
@@ -201,11 +204,13 @@ def _token_by_token(model, source_ids, search, prefix_ids, choose, copies, atten
             tf.zeros([rows], tf.int32),
             tf.zeros([rows], tf.float32),
             tf.TensorArray(tf.int32, size=0, dynamic_size=True, element_shape=[None]),
+            tf.TensorArray(tf.float32, size=0, dynamic_size=True, element_shape=[None]),
             weight_steps([None, None], attention_weights),
         ),
         maximum_iterations=tf.reduce_max(max_lengths),
     )
     token_ids = tf.transpose(tokens.stack())  # (rows, T)
+    token_log_probs = tf.transpose(token_log_probs.stack())  # (rows, T)
     if attention_weights:
         weights = tf.transpose(weights.stack(), [1, 0, 2])[:, None, :, :]  # (rows, 1, T, Ts)
     return Hypotheses(
@@ -213,6 +218,7 @@ def _token_by_token(model, source_ids, search, prefix_ids, choose, copies, atten
         lengths=lengths[:, None],
         scores=(log_probs / length_penalty(lengths, alpha))[:, None],
         log_probs=log_probs[:, None],
+        token_log_probs=token_log_probs[:, None, :],
         weights=weights if attention_weights else None,
     )
 
@@ -297,7 +303,8 @@ def beam_search(model, source_ids, search, *, prefix_ids=None, attention_weights
         unbeatable = finished & (scores >= best_bound)
         return tf.reduce_sum(tf.cast(unbeatable, tf.int32), axis=1, keepdims=True) >= n_best
 
-    def step(t, token_ids, state, finished, lengths, log_probs, tokens, parents, weights):
+    def step(t, token_ids, state, finished, lengths, log_probs, tokens, parents,
+             token_log_probs, weights):
         # The beam_size best continuations of a sentence are among the beam_size best
         # tokens of each of its hypotheses (log P and lp are the same along a row).
         top_log_probs, top_ids, new_state, step_weights = decode_unfinished(
@@ -321,6 +328,9 @@ def beam_search(model, source_ids, search, *, prefix_ids=None, attention_weights
         beam_parents = best // k  # (batch, beam)
         token_ids = tf.gather(
             tf.reshape(extension_ids, [batch_size, flat_size]), best, batch_dims=1
+        )
+        step_log_probs = tf.gather(  # the chosen token's log p; 0 for a finished beam
+            tf.reshape(extension, [batch_size, flat_size]), best, batch_dims=1
         )
         log_probs = tf.gather(
             tf.reshape(candidate_log_probs, [batch_size, flat_size]), best, batch_dims=1
@@ -350,6 +360,7 @@ def beam_search(model, source_ids, search, *, prefix_ids=None, attention_weights
             log_probs,
             tokens.write(t, token_ids),
             parents.write(t, beam_parents),
+            token_log_probs.write(t, step_log_probs),
             weights,
         )
 
@@ -368,59 +379,68 @@ def beam_search(model, source_ids, search, *, prefix_ids=None, attention_weights
         initial_log_probs,
         step_array(tf.int32, [None, beam_size]),
         step_array(tf.int32, [None, beam_size]),
+        step_array(tf.float32, [None, beam_size]),
         weight_steps([None, beam_size, None], attention_weights),
     )
-    _, _, _, _, lengths, log_probs, tokens, parents, weights = tf.while_loop(
+    _, _, _, _, lengths, log_probs, tokens, parents, token_log_probs, weights = tf.while_loop(
         not_done, step, loop_vars, maximum_iterations=tf.reduce_max(max_lengths)
     )
 
     scores = log_probs / length_penalty(lengths, alpha)
     scores, order = tf.math.top_k(scores, n_best)  # (batch, n_best)
-    token_ids, weights = _follow_back_pointers(
-        order, tokens.stack(), parents.stack(), weights.stack() if attention_weights else None
+    token_ids, token_log_probs, weights = _follow_back_pointers(
+        order, tokens.stack(), parents.stack(), token_log_probs.stack(),
+        weights.stack() if attention_weights else None,
     )
     return Hypotheses(
         token_ids=token_ids,
         lengths=tf.gather(lengths, order, batch_dims=1),
         scores=scores,
         log_probs=tf.gather(log_probs, order, batch_dims=1),
+        token_log_probs=token_log_probs,
         weights=weights,
     )
 
 
-def _follow_back_pointers(final_beams, tokens, parents, weights):
-    """Tokens and weights of the hypotheses in `final_beams`, read from the last step back.
+def _follow_back_pointers(final_beams, tokens, parents, token_log_probs, weights):
+    """Tokens, their log probabilities and weights of the hypotheses in `final_beams`,
+    read from the last step back.
 
     Args:
         final_beams: int32 `(batch, n)`, beam slots after the last step.
         tokens: int32 `(T, batch, beam)`, the token each slot emitted at each step.
         parents: int32 `(T, batch, beam)`, the slot each slot came from at each step.
+        token_log_probs: float32 `(T, batch, beam)`, the log p of each of those tokens.
         weights: float32 `(T, batch, beam, Ts)`, or None.
 
     Returns:
-        token_ids `(batch, n, T)` and weights `(batch, n, T, Ts)` (None if `weights` is).
+        token_ids `(batch, n, T)`, token_log_probs `(batch, n, T)` and weights
+        `(batch, n, T, Ts)` (None if `weights` is).
     """
 
     def back(carry, step):
         slots = carry[0]
-        step_tokens, step_parents, *step_weights = step
+        step_tokens, step_parents, *step_values = step
         return (
             tf.gather(step_parents, slots, batch_dims=1),
             tf.gather(step_tokens, slots, batch_dims=1),
-            *(tf.gather(array, slots, batch_dims=1) for array in step_weights),
+            *(tf.gather(array, slots, batch_dims=1) for array in step_values),
         )
 
     batch_size, n = tf.unstack(tf.shape(final_beams))
-    steps = (tokens, parents)
-    initial = (final_beams, tf.zeros([batch_size, n], tf.int32))
+    steps = (tokens, parents, token_log_probs)
+    initial = (final_beams, tf.zeros([batch_size, n], tf.int32),
+               tf.zeros([batch_size, n], tf.float32))
     if weights is not None:
         steps += (weights,)
         initial += (tf.zeros([batch_size, n, tf.shape(weights)[-1]], tf.float32),)
-    _, token_ids, *hypothesis_weights = tf.scan(back, steps, initializer=initial, reverse=True)
-    # token_ids: T x batch x n ; weights: T x batch x n x Ts
+    _, token_ids, token_log_probs, *hypothesis_weights = tf.scan(
+        back, steps, initializer=initial, reverse=True)
+    # token_ids, token_log_probs: T x batch x n ; weights: T x batch x n x Ts
     if weights is not None:
         weights = tf.transpose(hypothesis_weights[0], [1, 2, 0, 3])
-    return tf.transpose(token_ids, [1, 2, 0]), weights
+    return (tf.transpose(token_ids, [1, 2, 0]), tf.transpose(token_log_probs, [1, 2, 0]),
+            weights)
 
 
 def compile_search(model, search, *, sampling=None, prefixes=False, attention_weights=True,

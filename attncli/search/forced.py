@@ -75,7 +75,9 @@ class Forced(NamedTuple):
         for what shows translations: tables, heatmaps, the page, alignments."""
         from attncli.search.translation import Hypothesis, Translation
 
-        hypothesis = Hypothesis(self.reference, list(self.tokens), self.score, self.weights)
+        token_log_probs = None if self.log_probs is None else self.log_probs.tolist()
+        hypothesis = Hypothesis(self.reference, list(self.tokens), self.score, self.weights,
+                                token_log_probs)
         return Translation(self.source, list(self.source_tokens), [hypothesis])
 
 

@@ -150,7 +150,8 @@ class SentenceView:
 
     Attributes:
         source: the source text; source_tokens: the tokens the model read.
-        hypotheses: the translation's hypotheses, each `{"text", "tokens", "score"}`.
+        hypotheses: the translation's hypotheses, each `{"text", "tokens", "score",
+            "token_log_probs"}` (`Hypothesis.token_log_probs`: one per token).
         shown: the index of the hypothesis whose attention this is.
         attentions: `AttentionMatrices` by name, in the order cross, encoder, decoder
             (the attentions the model has).
@@ -178,6 +179,12 @@ class SentenceView:
     def tokens(self):
         """The output tokens of the hypothesis shown."""
         return self.hypotheses[self.shown]["tokens"]
+
+    @property
+    def token_log_probs(self):
+        """`log p(y_t | y_<t, x)` of each output token of the hypothesis shown, one per
+        row of its cross-attention, `[END]` included (None if not known)."""
+        return self.hypotheses[self.shown].get("token_log_probs")
 
     def attention(self, name):
         """The `AttentionMatrices` of `name`, refused in words if the model has none."""
@@ -358,13 +365,15 @@ class SentenceView:
         return result
 
     def to_dict(self, words=False, gold=None):
-        """The view as JSON-safe Python values (see the module docstring); with `words`
-        (or `gold`), its words view under `"words"` (`words_dict`)."""
+        """The view as JSON-safe Python values (see the module docstring), with the
+        shown hypothesis's `token_log_probs` (one per row of its cross-attention); with
+        `words` (or `gold`), its words view under `"words"` (`words_dict`)."""
         result = {
             "source": self.source,
             "source_tokens": list(self.source_tokens),
             "hypotheses": [dict(hypothesis) for hypothesis in self.hypotheses],
             "shown": self.shown,
+            "token_log_probs": self.token_log_probs,
             "attentions": [
                 {
                     "attention": name, "title": matrices.title,
@@ -438,7 +447,8 @@ def inspect_sentence(loaded, translator, translation, hypothesis=0, maps=None,
             "decoder", tokens, decoder_inputs, "output", "decoder input",
             layers("decoder", rows, rows))
     hypotheses = [
-        {"text": each.text, "tokens": list(each.tokens), "score": float(each.score)}
+        {"text": each.text, "tokens": list(each.tokens), "score": float(each.score),
+         "token_log_probs": each.token_log_probs}
         for each in translation.hypotheses
     ]
     source_words = sentence_words(loaded.source_tokenizer, translation.source, source_tokens)

@@ -28,6 +28,9 @@ class Hypotheses(NamedTuple):
             order. `-inf` marks an empty slot (a beam larger than the hypotheses that
             exist).
         log_probs: float32 `(batch_size, n)`: `log P(Y | X)`.
+        token_log_probs: float32 `(batch_size, n, T)`: `log p(y_t | y_<t, X)` of each
+            emitted token, the terms the search summed into `log_probs`; 0 after the
+            hypothesis ended.
         weights: float32 `(batch_size, n, T, Ts)`: the attention weights over the source
             when each token was emitted; zero after the hypothesis ended. None when the
             search was asked not to collect them (`attention_weights=False`).
@@ -37,6 +40,7 @@ class Hypotheses(NamedTuple):
     lengths: tf.Tensor
     scores: tf.Tensor
     log_probs: tf.Tensor
+    token_log_probs: tf.Tensor
     weights: tf.Tensor
 
 

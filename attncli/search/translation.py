@@ -36,12 +36,17 @@ class Hypothesis(NamedTuple):
         weights: float32 array `(len(tokens), len(source_tokens))`: row `t` is the
             attention over the source when `tokens[t]` was emitted. None when the
             `Translator` does not collect weights.
+        token_log_probs: list of float, one per token: `log p(tokens[t] | tokens[:t],
+            source)` as the search scored it (an ensemble's: of its members' mean
+            distribution; a sampled token's: under the model itself, temperature 1,
+            no cut), so their sum is `log P = score * lp`. None where not known.
     """
 
     text: str
     tokens: list
     score: float
     weights: np.ndarray
+    token_log_probs: list = None
 
 
 class Translation(NamedTuple):
@@ -69,6 +74,8 @@ class Translator:
     - `token_ids`: int32 `(batch, n, T)`, the emitted target ids, `[END]` last when
       emitted, then padding.
     - `lengths`: int32 `(batch, n)`, the number of emitted target ids.
+    - `token_log_probs`: float32 `(batch, n, T)`, `log p` of each emitted id (see
+      `attncli.search.decoding.Hypotheses`), then 0.
     - `weights` (only if `attention_weights`): float32 `(batch, n, T, Ts)`, attention
       per emitted token (see `attncli.search.decoding.Hypotheses`).
 
@@ -200,6 +207,7 @@ class Translator:
             "source_lengths": source_tokens.row_lengths(),
             "token_ids": hypotheses.token_ids,
             "lengths": hypotheses.lengths,
+            "token_log_probs": hypotheses.token_log_probs,
         }
         if self.attention_weights:
             outputs["weights"] = hypotheses.weights
@@ -330,6 +338,7 @@ class Translator:
                     score=float(arrays["scores"][row, i]),
                     weights=None if weights is None
                     else weights[row, i, :length, : len(source_tokens)],
+                    token_log_probs=arrays["token_log_probs"][row, i, :length].tolist(),
                 )
             )
         return Translation(source, source_tokens, hypotheses)

@@ -6,7 +6,8 @@ Endpoints (their schemas at `/docs`, `/openapi.json`):
                      traced; 503 {"status": "loading"} before
     GET  /models     each model's name, task, tokenizer levels and decoding defaults
     POST /translate  {"texts": [...], "model"?, "beam"?, "n_best"?, "alpha"?,
-                     "alignments"?, "attention"?} -> {"translations": [...]}, in order
+                     "alignments"?, "attention"?, "token_log_probs"?, ...} ->
+                     {"translations": [...]}, in order
     POST /inspect    {"text", "model"?, "beam"?, "reference"?, "words"?, "gold"?} ->
                      the sentence's attention view (over `reference` if given, with
                      its words view if asked, and the gold links in it)
@@ -322,8 +323,7 @@ def _translated(result, model, body):
     alignments = None
     if body.alignments:
         result, alignments = align_translation(result, *model.levels)
-    hypotheses = [_hypothesis(hypothesis, alignments[rank] if alignments else None,
-                              body.attention)
+    hypotheses = [_hypothesis(hypothesis, alignments[rank] if alignments else None, body)
                   for rank, hypothesis in enumerate(result.hypotheses)]
     output = dict(hypotheses[0])
     if body.attention:
@@ -335,16 +335,24 @@ def _translated(result, model, body):
     return output
 
 
-def _hypothesis(hypothesis, alignment, attention):
-    score = float(hypothesis.score)
-    entry = {"text": hypothesis.text, "score": score if math.isfinite(score) else None}
+def _hypothesis(hypothesis, alignment, body):
+    entry = {"text": hypothesis.text, "score": _finite(hypothesis.score)}
     if alignment is not None:
         entry["words"] = [word.text for word in alignment.target_words]
         entry["alignment"] = alignment.pharaoh()
-    if attention:
+    if body.attention or body.token_log_probs:
         entry["tokens"] = list(hypothesis.tokens)
+    if body.attention:
         entry["weights"] = hypothesis.weights.astype(float).round(5).tolist()
+    if body.token_log_probs:
+        entry["token_log_probs"] = [_finite(value) for value in hypothesis.token_log_probs]
     return entry
+
+
+def _finite(value):
+    """`value` as a float, None when it is not finite (JSON has no -inf)."""
+    value = float(value)
+    return value if math.isfinite(value) else None
 
 
 async def _read_json(request, limits):

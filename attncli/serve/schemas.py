@@ -42,6 +42,8 @@ class TranslateRequest(Strict):
                              "(Pharaoh `i-j` pairs) and the words it counts.")
     attention: bool = Field(False, description="Add the attention weights (output tokens "
                             "x source tokens) and the tokens.")
+    token_log_probs: bool = Field(False, description="Add the tokens and each one's log "
+                                  "probability (`token_log_probs`).")
     prefix: str | None = Field(None, description="Every translation begins with this text "
                                "(tokenized as the target side, its tokens forced, then the "
                                "search goes on), as attncli translate --prefix.")
@@ -78,6 +80,16 @@ class StepRequest(InspectRequest):
                       "and decoder attention).")
 
 
+#: What a response's `token_log_probs` are.
+TOKEN_LOG_PROBS = Field(
+    None, description="With \"token_log_probs\": one number per output token, [END] "
+    "included: log p(y_t | y_<t, x), the terms the search summed, so their sum is log P "
+    "= score x lp. An ensemble's are of its members' mean distribution. A sampled "
+    "token's are under the model itself (temperature 1, no top-k or top-p cut), not "
+    "the distribution it was drawn from. A value of -inf (in a slot of the beam that no "
+    "hypothesis filled, whose score is null) is null.")
+
+
 class Hypothesis(BaseModel):
     text: str
     score: float
@@ -85,6 +97,7 @@ class Hypothesis(BaseModel):
     alignment: str | None = None
     tokens: list[str] | None = None
     weights: list[list[float]] | None = None
+    token_log_probs: list[float | None] | None = TOKEN_LOG_PROBS
 
 
 class Translated(BaseModel):
@@ -97,6 +110,7 @@ class Translated(BaseModel):
     alignment: str | None = None
     tokens: list[str] | None = None
     weights: list[list[float]] | None = None
+    token_log_probs: list[float | None] | None = TOKEN_LOG_PROBS
     hypotheses: list[Hypothesis] | None = None
 
 
