@@ -636,6 +636,35 @@ def test_each_output_token_shows_its_probability_beside_its_row(tab, tmp_path):
 
 
 @pytest.mark.slow
+def test_the_served_page_shows_each_token_s_probability_over_its_own_and_a_reference(
+        tab, server):
+    tab.goto(f"{server}/")
+    tab.wait_for_selector("#model option", state="attached")
+    tab.fill("#texts", SENTENCE)
+    tab.fill("#references", REFERENCE)
+    tab.fill("#golds", GOLD)
+    with tab.expect_response("**/inspect") as answer:
+        tab.click("#submit")
+    data = answer.value.json()
+    tab.wait_for_selector("[data-heatmap]")
+    logs = np.array(data["token_log_probs"], dtype=float)
+    assert len(logs) == len(data["hypotheses"][0]["tokens"])
+    np.testing.assert_allclose(logs.sum(), data["reference"]["log_prob"], atol=1e-4)
+    # The words view opens (gold links): a word's is the product of its pieces'.
+    check_probabilities(tab, [np.exp(logs[word["positions"]].sum())
+                              for word in data["words"]["target"]])
+    tab.click("#words")
+    check_probabilities(tab, np.exp(logs))
+    # The model's own translation: its tokens' probabilities as the search found them.
+    with tab.expect_response("**/inspect") as answer:
+        tab.locator(".result .inspect").nth(1).click()
+    own = answer.value.json()
+    tab.wait_for_function("!document.querySelector('#reference-score')")
+    assert len(own["token_log_probs"]) == len(own["hypotheses"][0]["tokens"])
+    check_probabilities(tab, np.exp(own["token_log_probs"]))
+
+
+@pytest.mark.slow
 def test_the_keyboard_submits_focuses_the_result_and_tabs_over_the_grid_once(tab, server):
     tab.goto(f"{server}/")
     tab.wait_for_selector("#model option", state="attached")
