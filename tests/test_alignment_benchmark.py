@@ -15,11 +15,13 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from attncli_process import FIXTURE_RUN, attncli
+from typer.testing import CliRunner
+from attncli_process import FIXTURE_RUN
 from cli_errors import one_line_error
 from shared_data import shared_data
 
 from attncli.alignment.links import check_within, parse_pharaoh, parse_talp, score_corpus
+from attncli.cli.app import app
 from benchmarks.alignment import PUBLISHED, diagonal, given_models
 from benchmarks.eflomal_links import eflomal_align, write_outputs
 
@@ -190,6 +192,14 @@ def stand_in(tmp_path_factory):
     return data, eflomal_dir
 
 
+def align(*args):
+    """`attncli align ARGS` in this process: the script's own rows are `attncli align`
+    processes already."""
+    result = CliRunner().invoke(app, ["align", *map(str, args)], prog_name="attncli")
+    assert result.exit_code == 0, result.output
+    return result
+
+
 def figures(text):
     """`(AER, precision, recall)` of `attncli align --gold`'s line."""
     match = re.match(r"AER (\S+)  precision (\S+)  recall (\S+)", text)
@@ -197,7 +207,7 @@ def figures(text):
 
 
 @pytest.mark.slow
-def test_attncli_rows_are_what_attncli_align_prints(stand_in, tmp_path):
+def test_attncli_rows_are_what_attncli_align_prints(stand_in):
     data, eflomal_dir = stand_in
     result = benchmark("--data", data, "--eflomal-dir", eflomal_dir,
                        "--forward", FIXTURE_RUN, "--reverse", FIXTURE_RUN, timeout=900)
@@ -218,11 +228,10 @@ def test_attncli_rows_are_what_attncli_align_prints(stand_in, tmp_path):
                    "attncli grow-diag, shifted", "attncli grow-diag-final-and, raw, mutual-argmax"):
         *row, command = table_row(result.stdout, method)
         arguments = command.strip("`").replace("$H", str(folder)).split()[2:]
-        printed = attncli("align", *arguments, "--gold", folder / "test.talp", cwd=tmp_path)
+        printed = align(*arguments, "--gold", folder / "test.talp")
         assert figures(printed.stdout) == tuple(row), method
     # The reverse row: the reverse model alone, its links flipped.
-    alone = attncli("align", FIXTURE_RUN, "--source", folder / "test.fr",
-                    "--target", folder / "test.en", cwd=tmp_path)
+    alone = align(FIXTURE_RUN, "--source", folder / "test.fr", "--target", folder / "test.en")
     links = [{(i, j) for j, i in parse_pharaoh(line)} for line in alone.stdout.splitlines()]
     golds = [parse_talp(line) for line in (folder / "test.talp").read_text().splitlines()]
     scores = score_corpus(links, golds)
@@ -268,14 +277,12 @@ def test_alignment_layer_rows_read_the_layer_one_way_and_both(stand_in, tmp_path
     *row, command = table_row(result.stdout, "attncli alignment layer en→fr, raw")
     assert "--attention" not in command and "--shift" not in command
     arguments = command.strip("`").replace("$H", str(folder)).split()[2:]
-    printed = attncli("align", *arguments, "--gold", folder / "test.talp", cwd=tmp_path)
+    printed = align(*arguments, "--gold", folder / "test.talp")
     assert figures(printed.stdout) == tuple(row)
     # The layer's links are not the cross-attention's.
-    cross = attncli("align", *arguments, "--attention", "cross", "--gold",
-                    folder / "test.talp", cwd=tmp_path)
-    assert figures(cross.stdout) == figures(attncli(
-        "align", FIXTURE_RUN, *arguments[1:], "--gold", folder / "test.talp",
-        cwd=tmp_path).stdout)
+    cross = align(*arguments, "--attention", "cross", "--gold", folder / "test.talp")
+    assert figures(cross.stdout) == figures(align(
+        FIXTURE_RUN, *arguments[1:], "--gold", folder / "test.talp").stdout)
 
 
 def test_eflomal_outputs_slice_the_test_lines_and_the_training_lines(stand_in, tmp_path):

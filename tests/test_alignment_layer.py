@@ -3,6 +3,7 @@ NumPy, translation untouched by it, each loss training its own weights, training
 on a finished model, the refusals, and `attncli align` reading it."""
 
 import json
+import shutil
 
 import keras
 import numpy as np
@@ -21,8 +22,11 @@ from attncli.search.forced import Forced
 from attncli.search.loading import load_model
 from attncli.training.steps import make_optimizer, make_train_step
 from tests.cli_errors import one_line_error
+from tests.guided_runs import (  # noqa: F401 (trained_guided: a fixture)
+    GUIDED_SENTENCES, guided_config, trained_guided,
+)
 from tests.shared_data import shared_data
-from tests.test_guided_alignment import built, guided_config, write_gold_links
+from tests.test_guided_alignment import built
 
 SOURCE = np.array([[5, 6, 7, 8, 3], [9, 10, 3, 0, 0]], np.int32)
 TARGET_IN = np.array([[2, 11, 12, 13], [2, 14, 0, 0]], np.int32)
@@ -167,17 +171,14 @@ def test_links_are_read_from_the_layer_unless_the_cross_attention_is_asked():
 
 
 @pytest.mark.slow
-def test_a_finished_run_gains_a_trained_alignment_layer(tmp_path, monkeypatch):
-    """train; train --init-from it with an alignment layer, the translation frozen: the
-    model's weights stay RUN's, the layer moves, align reads it, export still works."""
+def test_a_finished_run_gains_a_trained_alignment_layer(trained_guided, tmp_path,  # noqa: F811
+                                                        monkeypatch):
+    """train (`guided_runs.trained_guided`); train --init-from it with an alignment layer,
+    the translation frozen: the model's weights stay RUN's, the layer moves, align reads
+    it, export still works (a guided run's export: test_guided_alignment has none)."""
     monkeypatch.chdir(tmp_path)
-    data = tmp_path / "data"
-    data.mkdir()
-    for side in ("en", "fr"):
-        (data / f"test.{side}").write_bytes(shared_data(f"hansards-en-fr/test.{side}").read_bytes())
-    write_gold_links(data / "gold.txt")
-    (tmp_path / "run.yaml").write_text(json.dumps(guided_config(data, limit=150)))
-    aligner = guided_config(data, limit=150)
+    shutil.copytree(trained_guided / "run", tmp_path / "run")
+    aligner = guided_config(trained_guided / "data", limit=GUIDED_SENTENCES)
     aligner["model"]["alignment_layer"] = True
     aligner["training"]["guided_alignment"]["freeze_translation"] = True
     (tmp_path / "aligner.yaml").write_text(json.dumps(aligner))
@@ -187,7 +188,6 @@ def test_a_finished_run_gains_a_trained_alignment_layer(tmp_path, monkeypatch):
         assert result.exit_code == 0, result.output
         return result
 
-    attncli("train", "run.yaml", "--run-dir", "run")
     said = attncli("train", "aligner.yaml", "--run-dir", "aligned", "--init-from", "run").output
     assert "an alignment layer added" in said
     run, aligned = load_model(tmp_path / "run" / "model"), load_model(tmp_path / "aligned" / "model")
