@@ -172,10 +172,13 @@ def test_a_validation_split_that_rounds_to_nothing(tmp_path):
 def test_skipped_lines_are_reported_once(tmp_path):
     lines = ["Hola.\tHello."] * 200 + ["no tab here", "\tempty source"]
     (tmp_path / "pairs.tsv").write_text("\n".join(lines) + "\n")
-    # A model too large stops the run right after the corpus is read and reported.
+    # An alignments file one line short stops the run right after the corpus is read and
+    # reported (a model too large is refused before the corpus is read).
+    (tmp_path / "links.txt").write_text("0-0\n")
     result = attncli("train", TINY, "--set", "data.format=tsv", "--set", "data.train=pairs.tsv",
-                     "--set", "model.embedding_dim=1000000000", cwd=tmp_path)
-    assert "too large" in one_line_error(result)
+                     "--set", "data.alignments=links.txt",
+                     "--set", "training.guided_alignment={weight: 1.0}", cwd=tmp_path)
+    assert "links.txt has 1 lines" in one_line_error(result)
     reports = [line for line in result.stderr.splitlines() if "pairs.tsv: 2 bad lines" in line]
     assert len(reports) == 1 and reports[0].endswith("skipped"), result.stderr
 

@@ -493,7 +493,7 @@ def test_the_served_page_shows_the_attention_over_a_reference_with_words_and_gol
     check_words_and_links(tab, data)
     # The sentence's own translation, from its other button: no reference, no gold.
     tab.locator(".result .inspect").nth(1).click()
-    tab.wait_for_function("!document.querySelector('#reference-score')")
+    tab.locator("#reference-score").wait_for(state="detached")
     assert not tab.evaluate(READ_MARKS)["sure"]
 
 
@@ -659,7 +659,7 @@ def test_the_served_page_shows_each_token_s_probability_over_its_own_and_a_refer
     with tab.expect_response("**/inspect") as answer:
         tab.locator(".result .inspect").nth(1).click()
     own = answer.value.json()
-    tab.wait_for_function("!document.querySelector('#reference-score')")
+    tab.locator("#reference-score").wait_for(state="detached")
     assert len(own["token_log_probs"]) == len(own["hypotheses"][0]["tokens"])
     check_probabilities(tab, np.exp(own["token_log_probs"]))
 
@@ -672,7 +672,10 @@ def test_the_keyboard_submits_focuses_the_result_and_tabs_over_the_grid_once(tab
     tab.focus("#texts")
     tab.keyboard.press("Control+Enter")
     tab.wait_for_selector("[data-heatmap]")
-    tab.wait_for_function("document.activeElement.id === 'results'")
+    # A locator, not wait_for_function: the page's CSP forbids the eval its polling uses.
+    from playwright.sync_api import expect
+
+    expect(tab.locator("#results")).to_be_focused()
     assert tab.input_value("#texts") == SENTENCE  # no line break was typed
     tabbable = tab.evaluate("""() => [...document.querySelectorAll("[data-heatmap] *")]
       .filter((node) => node.tabIndex >= 0).length""")
