@@ -117,6 +117,10 @@ class ModelSettings:
             around it, trained by guided alignment alone (`training.guided_alignment`,
             which it needs) and read by `attncli align`. Translation never uses it.
             Defaults to False.
+        alignment_context: what the alignment layer's query reads: `"next"` (the
+            decoder's step that emits `y_t`, the next one, and `y_t`'s embedding) or
+            `"full"` (those and a bidirectional GRU over the whole target, Garg et
+            al. 2019's full context). Defaults to `"next"`.
     """
 
     embedding_dim: int = 256
@@ -146,6 +150,7 @@ class ModelSettings:
     encoder_norm_gain: float = 1.0
     tie_embeddings: Literal["none", "target", "all"] = "none"
     alignment_layer: bool = False
+    alignment_context: Literal["next", "full"] = "next"
 
     def __post_init__(self):
         for name in ("embedding_dim", "units", "encoder_layers", "encoder_blocks",

@@ -134,7 +134,7 @@ class Seq2Seq(keras.Model):
             self.decoder = LuongDecoder(input_feeding=config.input_feeding, **decoder_args)
         self.alignment_layer = (
             AlignmentLayer(config.model_dim if self.self_attention_decoder else config.units,
-                           name="alignment_layer")
+                           context=config.alignment_context, name="alignment_layer")
             if config.alignment_layer else None
         )
         self.build()
@@ -325,7 +325,8 @@ class Seq2Seq(keras.Model):
         table = getattr(embedding, "token_embedding", embedding)
         embedded = table(following) * ops.cast(
             ops.expand_dims(following != 0, -1), table.compute_dtype)
-        return self.alignment_layer(features, embedded, values, source_mask)
+        return self.alignment_layer(features, embedded, values, source_mask,
+                                    target_mask=following != 0)
 
     def trace(self, source_ids, target_in_ids, attention="cross", layer=1, head=None,
               step=1):

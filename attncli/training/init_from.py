@@ -221,14 +221,15 @@ def grows_into_cascade(kept, model):
 
 def gains_alignment_layer(kept, model):
     """Whether a model of settings `model` adds an alignment layer to RUN's (`kept`)."""
-    return model.alignment_layer and not kept.alignment_layer
+    return model.alignment_layer and (
+        not kept.alignment_layer or kept.alignment_context != model.alignment_context)
 
 
 def _model_keys(kept, model):
     """The model keys that must be equal to RUN's."""
     free = FREE_MODEL_KEYS
     if gains_alignment_layer(kept, model):
-        free += ("alignment_layer",)
+        free += ("alignment_layer", "alignment_context")
     if grows_into_cascade(kept, model):
         free += ("encoder",) + BLOCK_KEYS
         if kept.decoder != "self-attention":
