@@ -200,3 +200,25 @@ def test_the_texts_of_clients_that_left_are_not_computed():
         after = httpx.post(f"{url}/translate", json={"texts": ["after"]}).json()
     assert after["translations"][0]["text"] == "retfa"
     assert computed == ["first", "after"]
+
+
+def test_what_the_server_loaded_is_frozen_out_of_the_collector_s_sight():
+    """`load_for_life`: after the models load, a full collection no longer walks them
+    (the random 0.7 to 2 s stalls of docs/serving.md's "Fairness and churn")."""
+    import gc
+
+    from attncli.cli.serve_command import load_for_life
+
+    class Loaded:
+        def load(self):
+            self.models = {"model": [object() for _ in range(1000)]}
+
+    registry = Loaded()
+    gc.unfreeze()
+    try:
+        load_for_life(registry)
+        assert gc.get_freeze_count() >= 1000
+        loaded = registry.models["model"]
+        assert all(tracked is not loaded for tracked in gc.get_objects())
+    finally:
+        gc.unfreeze()

@@ -109,6 +109,19 @@ def shown_address(address):
     return escape(f"[{address}]" if ":" in address else address)
 
 
+def load_for_life(registry):
+    """Load and trace `registry`'s models, then freeze what lives as long as the server.
+
+    Out of the cyclic collector's sight, a full collection (which holds the GIL) no longer
+    walks the models and their traces: half a million objects for the smallest model,
+    0.7 to 2 s in which no request was answered, at random (docs/serving.md, "Fairness
+    and churn").
+    """
+    registry.load()
+    gc.collect()
+    gc.freeze()
+
+
 def serve(*, run_path, ensemble, named, host, port, allowed, token, limits, console,
           load_tensorflow):
     """Run `attncli serve` until SIGTERM or Ctrl-C; returns the exit code."""
@@ -156,13 +169,7 @@ def serve(*, run_path, ensemble, named, host, port, allowed, token, limits, cons
     def load():
         os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
         load_tensorflow()
-        registry.load()
-        # What is loaded and traced now lives as long as the server: out of the cyclic
-        # collector's sight, a full collection (which holds the GIL) no longer walks it.
-        # Half a million objects for the smallest model: 0.7 to 2 s in which no request
-        # was answered, at random (docs/serving.md, "Fairness and churn").
-        gc.collect()
-        gc.freeze()
+        load_for_life(registry)
 
     def on_loaded(error):
         if error is None:
