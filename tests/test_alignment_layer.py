@@ -2,6 +2,7 @@
 NumPy, translation untouched by it, each loss training its own weights, training it alone
 on a finished model, the refusals, and `attncli align` reading it."""
 
+import dataclasses
 import json
 import shutil
 
@@ -72,6 +73,60 @@ def test_the_weights_follow_the_formula(decoder):
     assert ours[1, :, 3:].max() == 0.0  # padding gets weight 0
 
 
+def numpy_gru(rows, kernel, recurrent_kernel, bias):
+    """Cho et al. 2014's GRU with the reset gate applied after the recurrent product
+    (Keras's `reset_after`, gates in the order update, reset, candidate), over `rows`
+    `(n, d)`: `z = σ(x W_z + b_z + h U_z + b'_z)`, `r = σ(x W_r + b_r + h U_r + b'_r)`,
+    `h̃ = tanh(x W_h + b_h + r ⊙ (h U_h + b'_h))`, `h ← z ⊙ h + (1 - z) ⊙ h̃`."""
+    units = recurrent_kernel.shape[0]
+    h, out = np.zeros(units), []
+    for x in rows:
+        inputs, recurrent = x @ kernel + bias[0], h @ recurrent_kernel + bias[1]
+        z = 1 / (1 + np.exp(-(inputs[:units] + recurrent[:units])))
+        r = 1 / (1 + np.exp(-(inputs[units:2 * units] + recurrent[units:2 * units])))
+        candidate = np.tanh(inputs[2 * units:] + r * recurrent[2 * units:])
+        h = z * h + (1 - z) * candidate
+        out.append(h)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("decoder", DECODERS)
+def test_the_full_context_weights_follow_the_formula(decoder):
+    """context "full": q_t = tanh(W_q [c_t; f_t; f_{t+1}; E(y_t)] + b_q), c_t the
+    forward and backward GRUs over the real target rows [f_t; E(y_t)]."""
+    keras.utils.set_random_seed(0)
+    model = Seq2Seq(dataclasses.replace(settings(decoder), alignment_context="full"))
+    values, final_state, source_mask = model.encoder(SOURCE)
+    features, _ = model._decode(TARGET_IN, values, final_state, source_mask)
+    ours = model.alignment_weights(features, TARGET_IN, values, source_mask).numpy()
+
+    layer = model.alignment_layer
+    features, values = np.asarray(features), np.asarray(values)
+    table = getattr(model.decoder.embedding, "token_embedding",
+                    model.decoder.embedding).embeddings.numpy()
+    following = np.concatenate([TARGET_IN[:, 1:], np.zeros((2, 1), np.int32)], axis=1)
+    next_embeddings = table[following] * (following != 0)[..., None]
+    forward = [w.numpy() for w in layer.context_rnn.forward_layer.weights]
+    backward = [w.numpy() for w in layer.context_rnn.backward_layer.weights]
+    W_q, b_q = (w.numpy() for w in layer.query_projection.weights)
+    W_a = layer.attention.W_a.numpy()
+    for b in range(2):
+        real = following[b] != 0
+        rows = np.concatenate([features[b], next_embeddings[b]], -1)[real]
+        context = np.concatenate(
+            [numpy_gru(rows, *forward), numpy_gru(rows[::-1], *backward)[::-1]], -1)
+        after = np.concatenate([features[b, 1:], np.zeros_like(features[b, :1])])[real]
+        query = np.tanh(np.concatenate(
+            [context, features[b][real], after, next_embeddings[b][real]], -1) @ W_q + b_q)
+        scores = query @ (values[b] @ W_a).T
+        scores = np.where(np.asarray(source_mask)[b], scores, -np.inf)
+        expected = np.exp(scores - scores.max(-1, keepdims=True))
+        expected /= expected.sum(-1, keepdims=True)
+        np.testing.assert_allclose(ours[b][real], expected, atol=1e-6)
+    np.testing.assert_allclose(ours.sum(-1), 1.0, atol=1e-6)
+    assert ours[1, :, 3:].max() == 0.0
+
+
 @pytest.mark.parametrize("decoder", DECODERS)
 def test_the_maps_and_the_supervised_weights_are_the_layer_s(decoder):
     model = Seq2Seq(settings(decoder))
@@ -94,9 +149,10 @@ def test_translation_is_the_same_with_or_without_the_layer(decoder):
                                   without((SOURCE, TARGET_IN)))
 
 
+@pytest.mark.parametrize("context", ("next", "full"))
 @pytest.mark.parametrize("decoder", DECODERS)
-def test_each_loss_trains_its_own_weights(decoder):
-    model = Seq2Seq(settings(decoder))
+def test_each_loss_trains_its_own_weights(decoder, context):
+    model = Seq2Seq(dataclasses.replace(settings(decoder), alignment_context=context))
     layer = model.alignment_layer.trainable_variables
     others = [v for v in model.trainable_variables
               if not any(v is mine for mine in layer)]
