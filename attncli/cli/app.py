@@ -452,9 +452,21 @@ def translate(
         typer.Option("--token-log-probs", help="With --format json: add each token's log "
                      "probability, [END] included (their sum is the hypothesis's log P)."),
     ] = False,
+    engine: Annotated[
+        str,
+        typer.Option(metavar="tensorflow|ctranslate2",
+                     help="ctranslate2: translate an export of `attncli export RUN DIR "
+                     "--format ctranslate2` with CTranslate2, without loading TensorFlow."),
+    ] = "tensorflow",
+    compute_type: Annotated[
+        str | None,
+        typer.Option(metavar="float32|int8", help="With --engine ctranslate2: the weights' "
+                     "type (int8 is faster, not exact).", show_default="float32"),
+    ] = None,
 ):
     """Translate sentences with a trained run, one output line per input line."""
-    _load_tensorflow(ctx)
+    if engine != "ctranslate2":
+        _load_tensorflow(ctx)
     from attncli.cli.translate_command import translate as run_translation
 
     code = run_translation(
@@ -463,7 +475,7 @@ def translate(
         batch_size=batch_size, console=_stderr_console(), alignments=alignments,
         replace_unk=replace_unk, ensemble=ensemble or [], prefix=prefix,
         prefix_file=prefix_file, sampling=sampling, temperature=temperature, seed=seed,
-        token_log_probs=token_log_probs,
+        token_log_probs=token_log_probs, engine=engine, compute_type=compute_type,
     )
     raise typer.Exit(code=code)
 
@@ -574,8 +586,14 @@ def export(
     ],
     directory: Annotated[
         Path, typer.Argument(metavar="DIR",
-                             help="Where the SavedModel goes: a new or empty directory.")
+                             help="Where the export goes: a new or empty directory.")
     ],
+    format_name: Annotated[
+        str, typer.Option("--format", metavar="savedmodel|ctranslate2",
+                          help="savedmodel: a TensorFlow SavedModel; ctranslate2: a "
+                          "CTranslate2 model directory (Transformer models) with the run's "
+                          "tokenizer files, for translate --engine ctranslate2.")
+    ] = "savedmodel",
     beam: Annotated[
         int | None,
         typer.Option(help="Beam size of the beam signature; 1 is greedy.",
@@ -604,21 +622,25 @@ def export(
                      "--ensemble decodes it). Repeat for more."),
     ] = None,
     sampling: Annotated[
-        str, typer.Option(metavar="random|topk:K|topp:P",
-                          help="How the sample signature draws (as translate --sampling).")
-    ] = "random",
+        str | None, typer.Option(metavar="random|topk:K|topp:P",
+                                 help="How the sample signature draws (as translate "
+                                 "--sampling).", show_default="random")
+    ] = None,
     temperature: Annotated[
-        float, typer.Option(metavar="T", help="The sample signature's temperature.")
-    ] = 1.0,
+        float | None, typer.Option(metavar="T", help="The sample signature's temperature.",
+                                   show_default="1.0")
+    ] = None,
 ):
-    """Export a trained model as a TensorFlow SavedModel: strings in, translations out.
+    """Export a trained model: a TensorFlow SavedModel (strings in, translations out), or
+    a CTranslate2 model directory (--format ctranslate2).
 
-    Signatures greedy and beam (also with prefixes) and sample, tokenizers in the graph;
-    checked in a fresh Python.
+    SavedModel: signatures greedy and beam (also with prefixes) and sample, tokenizers in
+    the graph. Either is checked in a fresh Python.
     """
     from attncli.cli.export_command import export as run_export
 
     code = run_export(
+        format_name=format_name,
         run_path=run, destination=directory, beam=beam, alpha=alpha, n_best=n_best,
         samples=samples or [], console=_stderr_console(),
         load_tensorflow=lambda: _load_tensorflow(ctx), ensemble=ensemble or [],

@@ -1,17 +1,19 @@
-"""`attncli export RUN DIR`: the run's model as a TensorFlow SavedModel, checked in a fresh
-process.
+"""`attncli export RUN DIR [--format FORMAT]`: the run's model in a format other programs
+run, checked in a fresh process. `FORMATS` lists them, each an `ExportFormat`: its
+description, the options it takes beyond RUN, DIR, `--beam`, `--alpha`, `--n-best` and
+`--sample`, and the function that writes and checks it.
 
-The SavedModel (`attncli.search.serving`) translates strings to strings with a
-`greedy` and a `beam` signature, the same with a prefix per sentence (`greedy_prefix`,
-`beam_prefix`) and a `sample` signature that draws a translation with a seed per
-sentence; the beam's width, alpha, n-best and maximum length are the run's decoding
-settings unless `--beam`, `--alpha` or `--n-best` change them, as in `attncli
+`savedmodel` (the default): the SavedModel (`attncli.search.serving`) translates strings
+to strings with a `greedy` and a `beam` signature, the same with a prefix per sentence
+(`greedy_prefix`, `beam_prefix`) and a `sample` signature that draws a translation with a
+seed per sentence; the beam's width, alpha, n-best and maximum length are the run's
+decoding settings unless `--beam`, `--alpha` or `--n-best` change them, as in `attncli
 translate`, and the sampling is `--sampling` and `--temperature`'s (the whole
 distribution at temperature 1 by default); with `--ensemble OTHER_RUN` (repeatable) the
 graph decodes RUN and the other runs as one ensemble, as `attncli translate --ensemble`
-does. DIR must be new or empty: the export is written into a temporary directory beside it and takes its name
-with one rename once it has passed its check, so DIR never holds half an export and
-nothing of the user's is ever replaced.
+does. DIR must be new or empty: the export is written into a temporary directory beside
+it and takes its name with one rename once it has passed its check, so DIR never holds
+half an export and nothing of the user's is ever replaced.
 
 The check: a fresh Python (`python -I`: neither the current directory nor PYTHONPATH
 on its path) imports TensorFlow and tensorflow-text only, loads the export, asserts
@@ -22,6 +24,12 @@ prints for them here.
 The sample sentences are `--sample`'s, else the first two of the run's validation split
 (real text, so a subword tokenizer is checked on `##` pieces), else the most frequent
 words of the source vocabulary. What it found goes to stderr; stdout stays empty.
+
+`ctranslate2`: a CTranslate2 model directory, for Transformer models only
+(`attncli.export.ctranslate2_export` says what it holds and how it is checked: greedy and
+beam translations of `CTRANSLATE2_SAMPLES` validation sentences, by a fresh Python without
+TensorFlow, equal to `attncli translate`'s). It is written and renamed into place as the
+SavedModel is.
 """
 
 import json
@@ -29,6 +37,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable, NamedTuple
 
 from attncli.cli.runs import model_directory, search_config, translate_lines
 from attncli.config.search import Sampling
@@ -36,6 +45,7 @@ from attncli.errors import AttncliError, clipped, shown
 from attncli.files import clear_abandoned, vacant
 
 SAMPLE_LENGTHS = (3, 6)  # words of the two default sample sentences
+CTRANSLATE2_SAMPLES = 20  # validation sentences the ctranslate2 export is checked on
 
 # Run by `python -I -c` in the check: TensorFlow and tensorflow-text only.
 CHECK = """
@@ -149,9 +159,41 @@ def run_check(directory, samples, prefixes):
     return json.loads(completed.stdout)
 
 
-def export(*, run_path, destination, beam, alpha, n_best, samples, console, load_tensorflow,
-           ensemble=(), sampling=None, temperature=None):
-    """Run `attncli export`; returns the process exit code."""
+class ExportFormat(NamedTuple):
+    """One format of `attncli export --format`.
+
+    Attributes:
+        description: what DIR holds, for `--help` and errors.
+        options: the command-line options the format takes beyond those every format does
+            (`--ensemble`, `--sampling`, `--temperature`), as `export` names them.
+        export: the function that writes and checks it, called with `export`'s arguments;
+            returns the exit code.
+    """
+
+    description: str
+    options: frozenset
+    export: Callable
+
+
+def export(*, format_name="savedmodel", **arguments):
+    """Run `attncli export`: the format's `export` with `arguments`; returns the process
+    exit code. An option the format does not take is one line."""
+    chosen = FORMATS.get(format_name)
+    if chosen is None:
+        raise AttncliError(f"--format {shown(format_name)} is not a format; choose one of "
+                           f"{', '.join(FORMATS)}")
+    for name, flag in (("ensemble", "--ensemble"), ("sampling", "--sampling"),
+                       ("temperature", "--temperature")):
+        if arguments.get(name) not in (None, (), []) and name not in chosen.options:
+            raise AttncliError(f"{flag} is an option of other formats; --format "
+                               f"{format_name} writes {chosen.description}: drop {flag}")
+    return chosen.export(**{name: value for name, value in arguments.items()
+                            if name in chosen.options or name not in OPTIONAL})
+
+
+def export_saved_model(*, run_path, destination, beam, alpha, n_best, samples, console,
+                       load_tensorflow, ensemble=(), sampling=None, temperature=None):
+    """Write and check a SavedModel; returns the process exit code."""
     destination = Path(destination)
     try:
         drawing = Sampling.parse("random" if sampling is None else sampling,
@@ -238,3 +280,94 @@ def report(console, destination, searches, drawing, ops, samples, prefixes, serv
             f"{shown(served['greedy_prefix'][index])}, beam "
             f"{shown(served['beam_prefix'][index])}, sample (seed 0) "
             f"{shown(served['sample'][index])}")
+
+
+def export_ctranslate2(*, run_path, destination, beam, alpha, n_best, samples, console,
+                       load_tensorflow):
+    """Write and check a CTranslate2 model directory; returns the process exit code."""
+    from attncli.export.convertible import ctranslate2_refusal
+    from attncli.model.saving import read_model_config
+
+    destination = Path(destination)
+    directory = model_directory(run_path)
+    refused = ctranslate2_refusal(read_model_config(directory)["model"])
+    if refused is not None:
+        raise AttncliError(f"cannot export {run_path} as ctranslate2: {refused}")
+    try:
+        import ctranslate2  # noqa: F401
+    except ImportError:
+        raise AttncliError("--format ctranslate2 needs the ctranslate2 package: pip install "
+                           "'attncli[ctranslate2]'") from None
+    from attncli.export import ctranslate2_export as ctranslate2_files
+    if not vacant(destination):
+        raise AttncliError(
+            f"{destination} exists and is not an empty directory; give a new directory "
+            "(an export never replaces anything)"
+        )
+    for path in clear_abandoned(destination):
+        console.print(f"removed {path}, what an interrupted export to {destination} left",
+                      highlight=False, markup=False, soft_wrap=True)
+    load_tensorflow()
+
+    from attncli.cli.runs import run_name
+    from attncli.files import new_directory
+    from attncli.search.loading import load_model
+
+    loaded = load_model(directory)
+    searches = {"greedy": search_config(loaded.search, 1, alpha, None),
+                "beam": search_config(loaded.search, beam, alpha, n_best)}
+    samples = list(samples) or (validation_sentences(run_path, CTRANSLATE2_SAMPLES)
+                                or vocabulary_sentences(loaded.source_tokenizer))
+    wanted = {name: ctranslate2_files.expected(
+                  loaded.translator(search, attention_weights=False), samples)
+              for name, search in searches.items()}
+    name = run_name(run_path, directory)
+    try:
+        with new_directory(destination) as staging:
+            with console.status(f"converting {directory} for CTranslate2"):
+                ctranslate2_files.write(staging, directory, loaded, searches["beam"], name,
+                                        (samples[0], wanted["greedy"][0][0]), str(destination))
+            with console.status("translating with it in a fresh Python"):
+                found = ctranslate2_files.run_check(staging, samples, searches)
+            for search_name in searches:
+                different = ctranslate2_files.difference(samples, search_name, found[search_name],
+                                                         wanted[search_name])
+                if different is not None:
+                    raise AttncliError(f"the export failed its check: {different}; nothing "
+                                       "was written")
+    except FileExistsError:
+        raise AttncliError(
+            f"{destination} was created or filled while exporting; nothing was replaced, "
+            "give a new directory"
+        ) from None
+    beam_search = searches["beam"]
+
+    def say(text):
+        console.print(text, highlight=False, markup=False, soft_wrap=True)
+
+    say(f"exported to {destination}: a CTranslate2 model (float32; int8 when loaded with "
+        "--compute-type int8), the run's tokenizer files and README.md")
+    say(f"  decoding: beam_size={beam_search.beam_size}, n_best={beam_search.returned}, "
+        f"alpha={beam_search.alpha}, at most {beam_search.max_length_ratio} x source + "
+        f"{beam_search.max_length_offset} tokens; sources of at most "
+        f"{ctranslate2_files.SOURCE_POSITIONS} tokens")
+    say(f"checked in a fresh Python without TensorFlow: greedy and beam translations of "
+        f"{len(samples)} sentence(s) are attncli translate's (tokens identical, scores "
+        f"within {ctranslate2_files.SCORE_TOLERANCE:g})")
+    say(f"  translate: attncli translate {destination} TEXT --engine ctranslate2")
+    return 0
+
+
+# The options only some formats take (`ExportFormat.options`).
+OPTIONAL = frozenset({"ensemble", "sampling", "temperature"})
+
+FORMATS = {
+    "savedmodel": ExportFormat(
+        "a TensorFlow SavedModel (strings in, translations out; TensorFlow Serving)",
+        frozenset({"ensemble", "sampling", "temperature"}), export_saved_model,
+    ),
+    "ctranslate2": ExportFormat(
+        "a CTranslate2 model directory with the run's tokenizer files (Transformer models)",
+        frozenset(), export_ctranslate2,
+    ),
+}

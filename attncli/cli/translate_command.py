@@ -41,6 +41,13 @@ distributions (`attncli.search.ensemble`); the decoding settings are RUN's.
 aligned to; on a subword- or character-level target it is refused (no `[UNK]` stands
 for a whole word there).
 
+`--engine ctranslate2` (with `--compute-type float32|int8`) translates an export of
+`attncli export RUN DIR --format ctranslate2` with CTranslate2 and the run's tokenizer
+files read without TensorFlow (`attncli.export.ctranslate2_engine`), which is never
+imported: the same lines in every format, the json one without `token_log_probs`. The
+options that need the TensorFlow search (`--alignments`, `--replace-unk`, `--ensemble`,
+prefixes, sampling, `--token-log-probs`, `--reference`) are refused with it.
+
 `--prefix TEXT` makes every translation begin with TEXT (as the model writes it: TEXT
 is tokenized by the target tokenizer, its tokens forced, then the search goes on);
 `--prefix-file FILE` gives each input line its own, line-aligned, an empty line for
@@ -63,6 +70,7 @@ from attncli.config.search import SamplingOptions, requested_sampling
 from attncli.errors import AttncliError, clipped, shown
 
 FORMATS = ("text", "tsv", "json")
+ENGINES = ("tensorflow", "ctranslate2")
 BUFFERED_BATCHES = 4
 WAIT = 0.05  # seconds a batch from a file or pipe waits for more lines after its first
 INTERRUPTED = 130
@@ -286,7 +294,7 @@ def check_replace_unk(target_level):
 def translate(*, run_path, texts, input_file, beam, alpha, n_best, output_format, reference,
               batch_size, console, alignments=False, replace_unk=False, ensemble=(),
               prefix=None, prefix_file=None, sampling=None, temperature=None, seed=None,
-              token_log_probs=False):
+              token_log_probs=False, engine="tensorflow", compute_type=None):
     """Run `attncli translate`; returns the process exit code."""
     if output_format not in FORMATS:
         raise AttncliError(
@@ -297,6 +305,30 @@ def translate(*, run_path, texts, input_file, beam, alpha, n_best, output_format
                            "json: add --format json")
     if batch_size < 1:
         raise AttncliError(f"--batch-size must be >= 1. Received: --batch-size={batch_size}")
+    if engine not in ENGINES:
+        raise AttncliError(f"--engine {shown(engine)} is not an engine; choose one of "
+                           f"{', '.join(ENGINES)}")
+    if engine == "ctranslate2":
+        unsupported = {"--alignments": alignments, "--replace-unk": replace_unk,
+                       "--ensemble": ensemble, "--prefix": prefix is not None,
+                       "--prefix-file": prefix_file is not None, "--sampling": sampling,
+                       "--temperature": temperature is not None, "--seed": seed is not None,
+                       "--token-log-probs": token_log_probs,
+                       "--reference": reference is not None}
+        for flag, given in unsupported.items():
+            if given:
+                raise AttncliError(f"{flag} needs the TensorFlow search: drop {flag}, or "
+                                   "--engine ctranslate2 and give the run itself")
+        return translate_exported(run_path, texts, input_file, beam, alpha, n_best,
+                                  output_format, batch_size, console, compute_type)
+    if compute_type is not None:
+        raise AttncliError("--compute-type is for --engine ctranslate2: add it, or drop "
+                           "--compute-type")
+    from attncli.export.ctranslate2_engine import is_export
+
+    if is_export(run_path):
+        raise AttncliError(f"{run_path} is a CTranslate2 export: translate it with --engine "
+                           "ctranslate2")
     directory = model_directory(run_path)
     members = [directory, *(model_directory(path) for path in ensemble)]
     source = open_input(texts, input_file)
@@ -384,3 +416,48 @@ def translate_with_prefixes(translator, lines, batch_size, prefixes, seed, writt
         where = (f"--prefix-file {prefix_file} line {written + error.index + 1}: "
                  if prefix_file is not None else "--prefix: ")
         raise AttncliError(clipped(where + str(error), 400)) from None
+
+
+def translate_exported(run_path, texts, input_file, beam, alpha, n_best, output_format,
+                       batch_size, console, compute_type):
+    """`attncli translate --engine ctranslate2`: as `translate`, on an export, without
+    TensorFlow; returns the process exit code."""
+    from attncli.export.ctranslate2_engine import ExportedTranslator, is_export, read_settings
+
+    if not is_export(run_path):
+        raise AttncliError(f"{run_path} is no CTranslate2 export: write one with `attncli "
+                           f"export {run_path} DIR --format ctranslate2`, then translate DIR "
+                           "--engine ctranslate2")
+    source = open_input(texts, input_file)
+    try:
+        import ctranslate2  # noqa: F401
+    except ImportError:
+        raise AttncliError("--engine ctranslate2 needs the ctranslate2 package: pip install "
+                           "'attncli[ctranslate2]'") from None
+    translator = ExportedTranslator(
+        run_path, compute_type or "float32",
+        search=search_config(read_settings(run_path)["decoding"], beam, alpha, n_best),
+        attention_weights=output_format == "json",
+    )
+    if source.interactive:
+        console.print("reading sentences from the terminal, one per line; Ctrl-D ends",
+                      highlight=False)
+    written = 0
+    try:
+        for lines in source.batches(batch_size * BUFFERED_BATCHES):
+            filled = [index for index, line in enumerate(lines) if line.strip()]
+            results = [None] * len(lines)  # a blank line is not translated
+            found = translator.translate([lines[index] for index in filled], batch_size)
+            for index, result in zip(filled, found):
+                results[index] = result
+            sys.stdout.write("".join(format_line(written + row, result, output_format) + "\n"
+                                     for row, result in enumerate(results, start=1)))
+            sys.stdout.flush()
+            written += len(lines)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        console.print(f"interrupted: {written} line(s) translated and written", highlight=False)
+        return INTERRUPTED
+    return 0
