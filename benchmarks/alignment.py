@@ -21,7 +21,8 @@ links.
   `--forward RUN` (English→French): the attention raw and shifted (Chen et al. 2020),
   each read by argmax and by mutual argmax (Jalili Sabet et al. 2020), per decoder layer
   for a Transformer (else its one); with `--reverse RUN2` (French→English, its last
-  layer) the reverse model's links and the symmetrised ones (Koehn et al. 2003), by both
+  layer) the reverse model's links and the symmetrised ones (Koehn et al. 2003), and
+  the links read off the mean of both directions' weights (`--symmetrize mean`), by both
   extractions; with `--guided RUN3` (an English→French run trained with guided
   alignment) its rows as RUN's. With `--aligner RUN4` (an English→French run with an
   alignment layer, `model.alignment_layer`, which `attncli align` reads) its rows by
@@ -46,7 +47,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from attncli.alignment.links import check_within, parse_pharaoh, parse_talp, score_corpus
-from attncli.alignment.symmetrization import SYMMETRIZATIONS, symmetrize
+from attncli.alignment.symmetrization import JOINED_WEIGHTS, SYMMETRIZATIONS, symmetrize
 from attncli.errors import AttncliError
 from benchmarks import eflomal_links
 from benchmarks.eflomal_links import TEST_SENTENCES, read_links
@@ -277,9 +278,11 @@ def joined_rows(test, forward, reverse, name="attncli", shifts=(False, True)):
     both directions' links (`forward`; `reverse`, already flipped) and their join by
     `--symmetrize`; each `ATTNCLI_SYMMETRIZATIONS` row joins the two by the function
     `attncli align` calls, so it is what `--symmetrize METHOD` prints (checked on the
-    method the run was given).
+    method the run was given). The `JOINED_WEIGHTS` rows join the weights, not the
+    links: one `attncli align --symmetrize METHOD` each.
     """
-    reverse_rows, symmetrized = [], {method: [] for method in ATTNCLI_SYMMETRIZATIONS}
+    reverse_rows = []
+    symmetrized = {method: [] for method in (*ATTNCLI_SYMMETRIZATIONS, *JOINED_WEIGHTS)}
     for shift in shifts:
         for extraction in EXTRACTIONS:
             chosen, named = choice_options(shift, extraction), choice_name(shift, extraction)
@@ -302,6 +305,12 @@ def joined_rows(test, forward, reverse, name="attncli", shifts=(False, True)):
                 shown = shown_command(forward.run, [*base, method, *chosen])
                 symmetrized[method].append(Row(f"{name} {method}, {named}", f"`{shown}`",
                                                links))
+            for method in JOINED_WEIGHTS:  # joined before the links: a run of its own
+                lines, command = attncli_align(test, forward.run, [*base, method, *chosen])
+                links = [parse_pharaoh(line, f"{command} line {number}")
+                         for number, line in enumerate(lines, start=1)]
+                symmetrized[method].append(Row(f"{name} {method} of the weights, {named}",
+                                               f"`{command}`", links))
     return [*reverse_rows, *(row for rows in symmetrized.values() for row in rows)]
 
 

@@ -168,6 +168,29 @@ def test_reverse_links_are_flipped_and_symmetrised(trained, files, attention):  
     assert default.stdout == chosen.stdout
 
 
+@pytest.mark.slow
+def test_mean_joins_the_weights_of_both_directions_before_the_links(  # noqa: F811
+        trained, files, attention):
+    forward, backward = attention
+    result = succeeded(align(trained, "--input", files / "pairs.tsv", "--reverse", trained,
+                             "--format", "json", "--symmetrize", "mean",
+                             "--extraction", "mutual-argmax"))
+    for text, weights, reverse_weights, (source, target) in zip(
+            result.stdout.splitlines(), forward, backward, PAIRS):
+        line = json.loads(text)
+        if weights is None:
+            assert line["links"] == []
+            continue
+        words, reverse_words = len(source.split()), len(target.split())
+        # M = (A + B^T) / 2 over the words (without either [END] row).
+        joined = (weights[:reverse_words, :words]
+                  + reverse_weights[:words, :reverse_words].T) / 2
+        expected = {(i, t) for t, i in enumerate(joined.argmax(axis=1))
+                    if joined[:, i].argmax() == t}
+        assert {tuple(link) for link in line["links"]} == expected
+        assert "forward" in line and "reverse" in line
+
+
 def aer_of(predicted, gold_lines):
     """Och & Ney 2003 over the corpus, from the talp lines as written (1-based)."""
     a = s = a_s = a_p = 0

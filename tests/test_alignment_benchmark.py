@@ -237,14 +237,16 @@ def test_attncli_rows_are_what_attncli_align_prints(stand_in, monkeypatch, capsy
         "attncli en→fr, raw", "attncli en→fr, raw, mutual-argmax",
         "attncli en→fr, shifted", "attncli en→fr, shifted, mutual-argmax",
         *(f"attncli {method}, {named}"
-          for method in ("fr→en", "intersection", "grow-diag", "grow-diag-final-and")
+          for method in ("fr→en", "intersection", "grow-diag", "grow-diag-final-and",
+                         "mean of the weights")
           for named in ("raw", "raw, mutual-argmax", "shifted", "shifted, mutual-argmax")),
     ]
     folder = data / "hansards-en-fr"
     # A row's command with --gold prints the row's figures: one run alone, and a
     # symmetrisation the script joined from another run's two directions.
     for method in ("attncli en→fr, shifted", "attncli en→fr, raw, mutual-argmax",
-                   "attncli grow-diag, shifted", "attncli grow-diag-final-and, raw, mutual-argmax"):
+                   "attncli grow-diag, shifted", "attncli grow-diag-final-and, raw, mutual-argmax",
+                   "attncli mean of the weights, raw, mutual-argmax"):
         *row, command = table_row(result.stdout, method)
         arguments = command.strip("`").replace("$H", str(folder)).split()[2:]
         printed = align(*arguments, "--gold", folder / "test.talp")
@@ -289,7 +291,8 @@ def test_alignment_layer_rows_read_the_layer_one_way_and_both(stand_in, tmp_path
     assert methods == [
         "attncli alignment layer en→fr, raw", "attncli alignment layer en→fr, raw, mutual-argmax",
         *(f"attncli alignment layer {method}, {named}"
-          for method in ("fr→en", "intersection", "grow-diag", "grow-diag-final-and")
+          for method in ("fr→en", "intersection", "grow-diag", "grow-diag-final-and",
+                         "mean of the weights")
           for named in ("raw", "raw, mutual-argmax")),
     ]
     folder = data / "hansards-en-fr"

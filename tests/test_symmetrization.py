@@ -95,3 +95,25 @@ def test_no_links_in_gives_no_links_out(method):
 def test_an_unknown_method_names_the_known_ones():
     with pytest.raises(ValueError, match="grow-diag-final-and"):
         symmetrize(set(), set(), "grow")
+
+
+def test_mean_joins_the_weights_on_a_hand_case():
+    """M = (A + B^T) / 2, A a row per target word (2 x 3), B a row per source word."""
+    import numpy as np
+
+    from attncli.alignment.extraction import Extraction
+    from attncli.alignment.symmetrization import JOINED_WEIGHTS, METHODS
+
+    forward = np.array([[0.6, 0.3, 0.1],    # target 0: source 0, but not sure
+                        [0.1, 0.5, 0.4]])   # target 1: source 1 or 2
+    reverse = np.array([[0.2, 0.8],         # source 0 reads target 1 (forward says 0)
+                        [0.9, 0.1],         # source 1: target 0
+                        [0.1, 0.9]])        # source 2: target 1
+    joined = JOINED_WEIGHTS["mean"](forward, reverse)
+    np.testing.assert_allclose(joined, [[0.4, 0.6, 0.1], [0.45, 0.3, 0.65]])
+    # Mutual argmax over M: row 0's best is source 1 (0.6), column 1's best is row 0;
+    # row 1's best is source 2 (0.65), column 2's best is row 1.
+    assert Extraction("mutual-argmax").links(joined) == {(1, 0), (2, 1)}
+    assert METHODS == (*SYMMETRIZATIONS, "mean")
+    with pytest.raises(ValueError, match="transposed"):
+        JOINED_WEIGHTS["mean"](forward, reverse.T)

@@ -25,6 +25,18 @@ Moses's `symal` names them:
   the target word are both unaligned.
 
 `SYMMETRIZATIONS` maps each name to its function `(forward, reverse) -> frozenset`.
+
+Where both directions are attention, they can also be joined before any link is read:
+`JOINED_WEIGHTS` maps a name to a function of the two word-weight matrices, and the
+extraction (`attncli.alignment.extraction`) reads the links off the joined one.
+
+- `mean`: `M = (A + Bᵀ) / 2`, `A` the forward model's word weights `(J, I)` (a row per
+  target word) and `B` the reverse model's `(I, J)` (a row per source word). A link
+  that both directions weigh highly stays high; one direction's confident error is
+  halved. With `--extraction mutual-argmax` a link is made where `M(j, i)` is the
+  largest of its row and of its column (SimAlign's rule) over the mean of both.
+
+`METHODS` names them all.
 """
 
 #: The neighbours of a point, in the order of Koehn's book: the four sides, then the
@@ -125,6 +137,24 @@ SYMMETRIZATIONS = {
     "grow-diag-final": grow_diag_final,
     "grow-diag-final-and": grow_diag_final_and,
 }
+
+
+def mean_weights(forward, reverse):
+    """`(A + Bᵀ) / 2` of the forward weights `A` `(J, I)` and the reverse ones `B`
+    `(I, J)` (see the module)."""
+    import numpy as np
+
+    forward, reverse = np.asarray(forward), np.asarray(reverse)
+    if forward.shape != reverse.shape[::-1]:
+        raise ValueError(f"the reverse weights {reverse.shape} are not the forward "
+                         f"weights' {forward.shape} transposed")
+    return (forward + reverse.T) / 2
+
+
+JOINED_WEIGHTS = {"mean": mean_weights}
+
+#: Every way of joining the two directions: links (`SYMMETRIZATIONS`), then weights.
+METHODS = (*SYMMETRIZATIONS, *JOINED_WEIGHTS)
 
 
 def symmetrize(forward, reverse, method):

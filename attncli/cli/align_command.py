@@ -31,7 +31,9 @@ from typing import Annotated, NamedTuple
 import typer
 
 from attncli.alignment.links import Scores, format_pharaoh, score_sentence
-from attncli.alignment.symmetrization import SYMMETRIZATIONS, symmetrize
+from attncli.alignment.symmetrization import (
+    JOINED_WEIGHTS, METHODS, SYMMETRIZATIONS, symmetrize,
+)
 from attncli.errors import AttncliError, clipped, shown
 
 FORMATS = ("text", "json")
@@ -103,7 +105,8 @@ def align_command(load_tensorflow):
         symmetrize: Annotated[
             str | None,
             typer.Option(metavar="METHOD", help=f"With --reverse: {', '.join(SYMMETRIZATIONS)} "
-                         "(Koehn et al. 2003).", show_default=DEFAULT_SYMMETRIZATION),
+                         "(of the links, Koehn et al. 2003), or mean (of the word weights, "
+                         "then --extraction).", show_default=DEFAULT_SYMMETRIZATION),
         ] = None,
         gold: Annotated[
             Path | None,
@@ -190,9 +193,9 @@ def check_settings(*, input_file, source_file, target_file, layer, head, extract
     if symmetrize is not None and reverse is None:
         raise AttncliError("--symmetrize joins RUN's links with those of --reverse RUN2: "
                            "add --reverse, or drop --symmetrize")
-    if symmetrize is not None and symmetrize not in SYMMETRIZATIONS:
+    if symmetrize is not None and symmetrize not in METHODS:
         raise AttncliError(f"--symmetrize {shown(symmetrize)}: choose one of "
-                           f"{', '.join(SYMMETRIZATIONS)}")
+                           f"{', '.join(METHODS)}")
     return Settings(
         input_file, source_file, target_file,
         AttentionChoice(layer, head, shift, attention),
@@ -218,8 +221,11 @@ class Aligner:
         # Pairs whose words the model's tokens do not spell: `(where, why)`.
         self.unfolded = []
 
-    def links(self, pairs):
-        """The links of each of `pairs` (none with an empty side), source word first."""
+    def read(self, pairs):
+        """`(links, weights)` of each of `pairs`: the links source word first, and the
+        word weights they were read from, `(target words, source words)` of this
+        model's reading (None, with no links, for an empty side or words that do not
+        fold)."""
         from attncli.alignment.extraction import ChoiceError, FoldingError, forced_links
         from attncli.search.forced import force
 
@@ -229,11 +235,12 @@ class Aligner:
             sources, targets = targets, sources
         results = force(self.translator, sources, targets, self.settings.batch_size,
                         log_probs=False)
-        links = []
+        read = []
         for pair, forced in zip(pairs, results):
             try:
-                _, found = forced_links(forced, self.levels, self.settings.choice,
+                attention, found = forced_links(forced, self.levels, self.settings.choice,
                                                 self.settings.extraction)
+                weights = attention.weights
             except ChoiceError as error:
                 raise AttncliError(f"--{error}{self.option}") from None
             except FoldingError as error:
@@ -242,11 +249,11 @@ class Aligner:
                 side = (" (--reverse's model reads the target as its source)"
                         if self.direction == "reverse" else "")
                 self.unfolded.append((pair.where, clipped(str(error), 400) + side))
-                found = frozenset()
+                found, weights = frozenset(), None
             if self.direction == "reverse":
                 found = frozenset((i, j) for j, i in found)
-            links.append(found)
-        return links
+            read.append((found, weights))
+        return read
 
 
 def run_align(run, settings, console, load_tensorflow):
@@ -274,7 +281,7 @@ def run_align(run, settings, console, load_tensorflow):
     try:
         with console.status("aligning") if show else nullcontext() as status:
             for pairs in source.chunks(settings.batch_size):
-                records = _aligned(pairs, forward, reverse, settings.symmetrization)
+                records = _aligned(pairs, forward, reverse, settings)
                 lines = []
                 for offset, (pair, record) in enumerate(zip(pairs, records)):
                     if golds is not None:
@@ -323,7 +330,7 @@ def _named(settings):
     return "stdin"
 
 
-def _aligned(pairs, forward, reverse, symmetrization):
+def _aligned(pairs, forward, reverse, settings):
     """One record per pair: its words and links (and with `reverse`, both directions')."""
     records = [{"source_words": pair.source.split(), "target_words": pair.target.split(),
                 "links": frozenset()} for pair in pairs]
@@ -331,16 +338,28 @@ def _aligned(pairs, forward, reverse, symmetrization):
     if not filled:
         return records
     chosen = [pairs[index] for index in filled]
-    links = forward.links(chosen)
+    read = forward.read(chosen)
     if reverse is None:
-        for index, found in zip(filled, links):
+        for index, (found, _) in zip(filled, read):
             records[index]["links"] = found
         return records
-    reverse_links = reverse.links(chosen)
-    for index, found, flipped in zip(filled, links, reverse_links):
-        records[index].update(forward=found, reverse=flipped,
-                              links=symmetrize(found, flipped, symmetrization))
+    for index, (found, weights), (flipped, reverse_weights) in zip(
+            filled, read, reverse.read(chosen)):
+        records[index].update(forward=found, reverse=flipped, links=_joined(
+            found, weights, flipped, reverse_weights, settings))
     return records
+
+
+def _joined(forward, weights, reverse, reverse_weights, settings):
+    """The links of both directions joined by `settings.symmetrization`: of their links,
+    or of their weights (`JOINED_WEIGHTS`), then read by `settings.extraction`. A pair
+    one model cannot read (no weights) takes the other's links."""
+    method = settings.symmetrization
+    if method not in JOINED_WEIGHTS:
+        return symmetrize(forward, reverse, method)
+    if weights is None or reverse_weights is None:
+        return forward if reverse_weights is None else reverse
+    return settings.extraction.links(JOINED_WEIGHTS[method](weights, reverse_weights))
 
 
 def _pairs_of(links):
