@@ -50,11 +50,12 @@ print(json.dumps(results))
 README = """\
 # {name}: a CTranslate2 model exported by attncli
 
-A Transformer trained by attncli ({run}), converted for
-[CTranslate2](https://opennmt.net/CTranslate2/) by `attncli export RUN DIR --format
-ctranslate2`, with the run's tokenizer files. Its decoding settings, as exported: beam
-{beam}, alpha {alpha}, n-best {n_best}, at most {ratio} x source + {offset} tokens; sources
-of at most {source_positions} tokens{source_end}.
+A Transformer trained by attncli (run {run}), converted for CTranslate2
+(https://opennmt.net/CTranslate2/) by `attncli export RUN DIR --format ctranslate2`, with
+the run's tokenizer files.
+
+Decoding settings, as exported: beam {beam}, alpha {alpha}, n-best {n_best}, at most
+{ratio} x source + {offset} tokens. Sources of at most {source_positions} tokens{source_end}.
 
 ## From the command line
 
