@@ -316,8 +316,10 @@ def export_ctranslate2(*, run_path, destination, beam, alpha, n_best, samples, c
     loaded = load_model(directory)
     searches = {"greedy": search_config(loaded.search, 1, alpha, None),
                 "beam": search_config(loaded.search, beam, alpha, n_best)}
-    samples = list(samples) or (validation_sentences(run_path, CTRANSLATE2_SAMPLES)
-                                or vocabulary_sentences(loaded.source_tokenizer))
+    # A blank line is not translated by `attncli translate`: there is nothing to compare.
+    samples = [sample for sample in samples if sample.strip()] or (
+        validation_sentences(run_path, CTRANSLATE2_SAMPLES)
+        or vocabulary_sentences(loaded.source_tokenizer))
     wanted = {name: ctranslate2_files.expected(
                   loaded.translator(search, attention_weights=False), samples)
               for name, search in searches.items()}

@@ -11,9 +11,9 @@ DIR holds:
 
 The check runs in a fresh Python (`python -I`) that imports the export's engine only
 (`attncli.export.ctranslate2_engine`, no TensorFlow: the check asserts it), and translates
-the sample sentences greedily and with the export's beam; the source tokens, translation
-tokens and texts must equal what `attncli translate` gives for them here, and the scores
-agree within `SCORE_TOLERANCE`.
+the sample sentences greedily and with the export's beam; the source tokens and the best
+translation's tokens and text must equal what `attncli translate` gives for them here, and
+its score agree within `SCORE_TOLERANCE`.
 """
 
 import dataclasses
@@ -168,19 +168,20 @@ def run_check(directory, samples, searches):
 
 def difference(samples, name, found, wanted):
     """The first way CTranslate2's `found` differs from attncli's `wanted` for the search
-    `name`, in words, or None."""
+    `name`, in words, or None: the source tokens, and the best translation's tokens, text
+    and score (the n-best below it are the searches' own: their beams differ)."""
     for sample, (source, hypotheses), (want_source, want_hypotheses) in zip(
             samples, found, wanted):
         if source != want_source:
             return (f"the export's tokenizer reads {shown(sample)} as {shown(' '.join(source))} "
                     f"where attncli reads {shown(' '.join(want_source))}")
-        for (tokens, text, score), (want_tokens, want_text, want_score) in zip(
-                hypotheses, want_hypotheses):
-            if tokens != want_tokens or text != want_text:
-                return (f"CTranslate2's {name} search translates {shown(sample)} as "
-                        f"{shown(' '.join(tokens))} where attncli translate gives "
-                        f"{shown(' '.join(want_tokens))}")
-            if abs(score - want_score) > SCORE_TOLERANCE:
-                return (f"CTranslate2's {name} score of {shown(sample)} is {score:.6f} where "
-                        f"attncli's is {want_score:.6f}")
+        (tokens, text, score), (want_tokens, want_text, want_score) = (
+            hypotheses[0] if hypotheses else [[], "", 0.0], want_hypotheses[0])
+        if tokens != want_tokens or text != want_text:
+            return (f"CTranslate2's {name} search translates {shown(sample)} as "
+                    f"{shown(' '.join(tokens))} where attncli translate gives "
+                    f"{shown(' '.join(want_tokens))}")
+        if abs(score - want_score) > SCORE_TOLERANCE:
+            return (f"CTranslate2's {name} score of {shown(sample)} is {score:.6f} where "
+                    f"attncli's is {want_score:.6f}")
     return None
