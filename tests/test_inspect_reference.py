@@ -322,7 +322,9 @@ def test_words_and_gold_in_the_command(saved, tmp_path):
     (["--text", TEXT, "--reference", "x y", "--gold", "1-1 5-2"], "--gold: link 4-1 "
      "(counted from 0) is past the sentence pair of 4 source and 2 target words"),
     (["--text", TEXT, "--reference", "x", "--gold", "1-1", "--attention", "encoder"],
-     "--gold marks the cross-attention"),
+     "--gold marks an attention over the source, not the encoder attention"),
+    (["--text", TEXT, "--attention", "alignment"], "--attention alignment: this model has "
+     "no alignment layer (docs/alignment.md says how to add one"),
 ])
 def test_bad_inputs_are_one_line_errors(saved, args, message, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -345,3 +347,74 @@ def test_the_decoders_own_attention_folds_its_inputs_one_position_later():
     ])
     np.testing.assert_allclose(shown.weights, expected, atol=1e-12)
     assert shown.columns == ["[START]", "cleaned", "slate"] and not shown.links
+
+
+# ---- the alignment layer ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module", params=sorted(MODELS))
+def aligner(request, tmp_path_factory):
+    """`(model directory, LoadedModel, Translator)` of a small untrained model with a
+    fresh alignment layer."""
+    model, source_tokenizer, target_tokenizer = model_and_tokenizers(
+        **MODELS[request.param], alignment_layer=True)
+    directory = tmp_path_factory.mktemp(f"{request.param}-aligner") / "model"
+    saving.save_model(directory, model, source_tokenizer, target_tokenizer)
+    loaded = load_model(directory)
+    search = SearchConfig(beam_size=1, n_best=1, max_length_offset=4)
+    return directory, loaded, loaded.translator(search)
+
+
+def test_the_alignment_layer_is_shown_over_the_hypothesis_and_the_reference(aligner):
+    """Its matrix is the layer's teacher-forced weights over the tokens shown: the
+    model's own (`attention_maps` over the hypothesis) or the reference's (`force`)."""
+    _, loaded, translator = aligner
+    [translation] = translator.translate([TEXT])
+    view = inspect_sentence(loaded, translator, translation)
+    vocabulary = loaded.target_tokenizer.vocabulary
+    tokens = translation.hypotheses[0].tokens
+    target_in_ids = tf.constant([[vocabulary.id_of(token) for token in
+                                  ["[START]", *tokens[:-1]]]], tf.int32)
+    _, source_ids = translator.source_ids(tf.constant([TEXT]))
+    maps = loaded.model.attention_maps(source_ids, target_in_ids)
+    shown = view.matrix("alignment")
+    assert shown.title == "alignment layer weights"
+    assert (shown.rows, shown.columns) == (tokens, translation.source_tokens)
+    np.testing.assert_allclose(shown.weights, np.asarray(maps["alignment"][0])[0, 0],
+                               atol=1e-6)
+    [forced] = force(translator, [TEXT], [REFERENCE])
+    given = inspect_reference(loaded, translator, TEXT, REFERENCE)
+    np.testing.assert_array_equal(given.attention("alignment").layers[0],
+                                  forced.attentions["alignment"][0])
+    entries = {entry["attention"]: entry for entry in given.to_dict()["attentions"]}
+    assert (entries["alignment"]["title"], entries["alignment"]["linked"]) == (
+        "alignment layer", True)
+    assert entries["cross"]["linked"] and not entries.get("encoder", {}).get("linked")
+    # Its words view links each target word to its own heaviest source word.
+    words = given.matrix("alignment", words=True)
+    assert words.links == {(j, int(np.argmax(row))) for j, row in enumerate(words.weights)}
+
+
+def test_the_alignment_layer_in_the_command(aligner):
+    directory, loaded, translator = aligner
+    gold = "1-1 2-2 3p3 4-4"
+    result = inspect(directory, "--text", TEXT, "--reference", REFERENCE, "--gold", gold,
+                     "--attention", "alignment", "--decimals", 6)
+    assert result.exit_code == 0, result.output
+    assert "alignment layer weights" in result.stdout
+    columns, rows, cells = table(result.stdout)
+    assert columns == TEXT.split() and rows == REFERENCE.split()
+    words = inspect_reference(loaded, translator, TEXT, REFERENCE).matrix("alignment",
+                                                                         words=True)
+    np.testing.assert_allclose(numbers(cells), words.weights, atol=1.5e-6)
+    for j, row in enumerate(cells):
+        link = int(np.argmax(words.weights[j]))
+        for i, cell in enumerate(row):
+            assert ("+" in cell) == (i == link)
+            assert ("S" in cell) == (i == j != 2) and ("P" in cell) == (i == j == 2)
+    # Its step: the layer's query over the encoder's outputs.
+    result = inspect(directory, "--text", TEXT, "--attention", "alignment", "--step", 1)
+    assert result.exit_code == 0, result.output
+    assert "alignment layer: output token 1" in result.stdout
+    assert "--head 2 is out of range: the alignment attention has 1 head" in one_line_error(
+        inspect(directory, "--text", TEXT, "--attention", "alignment", "--head", 2))

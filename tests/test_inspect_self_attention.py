@@ -99,7 +99,7 @@ def test_the_command_shows_one_head_and_walks_a_query(model_directory, tmp_path)
 @pytest.mark.parametrize("args, message", [
     (["--layer", 3], "--layer 3 is out of range: the cross attention has 2 layers"),
     (["--head", 5], "--head 5 is out of range"),
-    (["--attention", "both"], "choose cross, encoder or decoder"),
+    (["--attention", "both"], "choose cross, encoder, decoder or alignment"),
     (["--step", 99, "--attention", "encoder"], "--step 99 is out of range"),
 ])
 def test_bad_choices_are_one_line_errors(model_directory, args, message):

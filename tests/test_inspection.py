@@ -77,7 +77,7 @@ def test_every_step_is_offered_as_json(view):
     (("cross", 3, None, 1), "layer 3 is out of range"),
     (("cross", None, 7, 1), "head 7 is out of range"),
     (("cross", None, None, 99), "step 99 is out of range"),
-    (("both", None, None, 1), "attention both: choose cross, encoder or decoder"),
+    (("both", None, None, 1), "attention both: choose cross, encoder, decoder or alignment"),
 ])
 def test_what_the_view_does_not_have_is_refused_in_words(view, arguments, message):
     if message is None:

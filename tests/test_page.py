@@ -732,3 +732,57 @@ def test_a_page_opened_while_the_models_load_opens_them_when_they_are_ready(tab)
         tab.wait_for_selector("#model option", state="attached", timeout=20_000)
         assert tab.is_hidden("#busy") and tab.is_enabled("#submit")
         assert tab.is_hidden("#error")
+
+
+# ---- the alignment layer ----------------------------------------------------------------
+
+ALIGNER_TEXT, ALIGNER_REFERENCE = "estoy aquí .", "i am lost ."
+
+
+@pytest.fixture(scope="module")
+def aligner(tmp_path_factory):
+    """The fixture run's model with a fresh alignment layer beside its own weights."""
+    from attncli_process import FIXTURE_RUN
+    from test_alignment_benchmark import with_alignment_layer
+
+    return with_alignment_layer(FIXTURE_RUN, tmp_path_factory.mktemp("aligner") / "model")
+
+
+@pytest.mark.slow
+def test_the_page_lists_and_draws_the_alignment_layer_with_its_links(tab, aligner, tmp_path):
+    page_file = tmp_path / "aligner.html"
+    in_process("inspect-weights", aligner, "--text", ALIGNER_TEXT, "--reference",
+               ALIGNER_REFERENCE, "--gold", "1-1 2-2 3-4", "--html", page_file)
+    [data] = [json.loads(text) for attributes, text in scripts_of(page_file.read_text("utf-8"))
+              if attributes.get("id") == "attncli-data"]
+    tab.set_viewport_size({"width": 1280, "height": 900})
+    tab.goto(page_file.resolve().as_uri())
+    tab.wait_for_selector("[data-heatmap]")
+    assert tab.eval_on_selector_all("#attention-kind option", "(nodes) => nodes.map("
+                                    "(node) => [node.value, node.textContent])") == [
+        ["cross", "cross-attention"], ["alignment", "alignment layer"]]
+    tab.select_option("#attention-kind", "alignment")
+    assert tab.is_hidden("#layer-choice") and tab.is_hidden("#head-choice")
+    shown = tab.evaluate(READ_HEATMAP)
+    [words] = [entry for entry in data["words"]["attentions"]
+               if entry["attention"] == "alignment"]
+    [weights] = words["layers"][0]["heads"]
+    assert (shown["attention"], shown["rows"], shown["columns"]) == (
+        "alignment", ALIGNER_REFERENCE.split(), ALIGNER_TEXT.split())
+    np.testing.assert_allclose(shown["weights"], weights, atol=1e-6)
+    # The links are the layer's own: each target word's heaviest source word.
+    marks = tab.evaluate(READ_MARKS)
+    assert {tuple(cell) for cell in marks["links"]} == {
+        (j, int(np.argmax(row))) for j, row in enumerate(weights)}
+    assert sorted(map(tuple, marks["sure"])) == [(0, 0), (1, 1), (3, 2)]
+    tab.hover('.cell[data-row="1"][data-column="1"]')
+    tab.screenshot(path=tmp_path / "aligner-words-1280.png", full_page=True)
+    # Its token view and a step's walk, the layer's query over h̄_s.
+    tab.click("#words")
+    shown = tab.evaluate(READ_HEATMAP)
+    [tokens] = [entry for entry in data["attentions"] if entry["attention"] == "alignment"]
+    np.testing.assert_allclose(shown["weights"], tokens["layers"][0]["heads"][0], atol=1e-6)
+    np.testing.assert_allclose(walk_step(tab, 2), shown["weights"][1], atol=1e-6)
+    assert "alignment layer, layer 1" in tab.inner_text("#walk h3")
+    assert "reads the token itself" in tab.inner_text("#walk")
+    tab.screenshot(path=tmp_path / "aligner-walk-1280.png", full_page=True)

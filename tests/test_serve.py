@@ -298,6 +298,10 @@ def test_inspect_and_step_give_the_attention_of_the_translation(server, offline)
     assert step["key_tokens"] == view["source_tokens"]
     refused = post(url, "/step", {"text": "tom is here.", "step": 99})
     assert refused.status_code == 422 and "step 99" in refused.json()["error"]
+    refused = post(url, "/step", {"text": "tom is here.", "attention": "alignment", "step": 1})
+    assert refused.status_code == 422 and refused.json()["error"] == (
+        "attention alignment: this model has no alignment layer (docs/alignment.md says how "
+        "to add one: model.alignment_layer)")
     assert post(url, "/inspect", {"text": " "}).status_code == 422
     too_long = post(url, "/step", {"text": "tom " * 300, "step": 1})
     assert too_long.status_code == 413 and "--max-output-tokens" in too_long.json()["error"]

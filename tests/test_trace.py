@@ -166,3 +166,65 @@ def test_score_demo_walks_the_same_record():
             assert np.all(np.isneginf(step.scores[masked])) and np.all(step.weights[masked] == 0)
             np.testing.assert_allclose(step.context, walk.context[t], rtol=1e-6, atol=1e-6)
             json.dumps(step.to_dict())
+
+
+# ---- the alignment layer ---------------------------------------------------------------
+
+ALIGNERS = {
+    "luong-next": dict(decoder="luong", score="general", alignment_layer=True),
+    "transformer-full": {**TRANSFORMER, "alignment_layer": True,
+                         "alignment_context": "full"},
+}
+
+
+@pytest.fixture(scope="module", params=sorted(ALIGNERS))
+def aligner(request):
+    """An untrained model with a fresh alignment layer, teacher-forced over its own
+    translation of TEXT: `(model, source_ids, target_in_ids)`."""
+    model, source_tokenizer, target_tokenizer = model_and_tokenizers(**ALIGNERS[request.param])
+    loaded = LoadedModel(model, source_tokenizer, target_tokenizer, False, {})
+    translator = loaded.translator(SEARCH)
+    [translation] = translator.translate([TEXT])
+    _, source_ids = translator.source_ids(tf.constant([TEXT]))
+    vocabulary = target_tokenizer.vocabulary
+    emitted = [vocabulary.id_of(token) for token in translation.hypotheses[0].tokens]
+    return model, source_ids, tf.constant([[START] + emitted[:-1]], tf.int32)
+
+
+def test_the_alignment_layer_is_traced_by_garg_et_als_formula(aligner):
+    """`a_t(s) = softmax_s(q_t^T W_a h_s)` in NumPy from the layer's weights, with
+    `q_t = tanh(W_q [f_t; f_{t+1}; E(y_t)] + b_q)` for the "next" context (the full
+    context's GRU is the layer's own, tested in test_alignment_layer.py); the weights
+    are those `align` reads (`teacher_forced`'s "alignment")."""
+    model, source_ids, target_in_ids = aligner
+    traced = trace_attention(model, source_ids, target_in_ids, "alignment")
+    assert (traced.attention, traced.layer, traced.num_heads, traced.multi_head) == (
+        "alignment", 1, 1, False)
+    features, maps = model.teacher_forced(source_ids, target_in_ids)
+    np.testing.assert_array_equal(traced.weights, np.asarray(maps["alignment"][0])[:, 0])
+    layer = model.alignment_layer
+    encoded = np.asarray(model.encoder(source_ids)[0], "float64")[0]
+    np.testing.assert_allclose(traced.keys[0], encoded, rtol=1e-6)
+    W_a = np.asarray(layer.attention.W_a, "float64")
+    if layer.context == "next":
+        f = np.asarray(features, "float64")[0]
+        following = np.append(np.asarray(target_in_ids)[0, 1:], 0)
+        table = np.asarray(model.decoder.embedding.embeddings, "float64")
+        E = table[following] * (following != 0)[:, None]
+        rows = np.concatenate([f, np.vstack([f[1:], np.zeros_like(f[:1])]), E], axis=1)
+        q = np.tanh(rows @ np.asarray(layer.query_projection.kernel, "float64")
+                    + np.asarray(layer.query_projection.bias, "float64"))
+        np.testing.assert_allclose(traced.queries[0], q, rtol=1e-4, atol=1e-6)
+    for t in range(1, traced.num_queries + 1):
+        step = traced.step(None, t)
+        assert step.head is None and step.score == "general"
+        np.testing.assert_allclose(step.scores, (encoded @ W_a) @ step.query,
+                                   rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(step.weights, softmax(step.scores), rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(step.context, step.weights @ encoded, rtol=1e-6)
+
+
+def test_a_model_without_an_alignment_layer_refuses_its_trace(translated):
+    model, source_ids, target_in_ids, _ = translated
+    with pytest.raises(ValueError, match="no alignment layer .*docs/alignment.md"):
+        model.trace(source_ids, target_in_ids, "alignment")

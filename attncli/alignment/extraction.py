@@ -48,6 +48,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from attncli.attentions import LINKED
 from attncli.errors import AttncliError, shown
 
 
@@ -78,8 +79,8 @@ class AttentionChoice(NamedTuple):
     attention: str | None = None
 
 
-#: The attentions links may be read from.
-ATTENTIONS = ("cross", "alignment")
+#: The attentions links may be read from: those over the source (`attncli.attentions`).
+ATTENTIONS = LINKED
 
 
 def read_attention(forced, choice):

@@ -702,7 +702,8 @@ def inspect_weights(
     attention: Annotated[
         str | None,
         typer.Option(metavar="NAME", help="Which attention: cross (the decoder's over the source), "
-                          "encoder or decoder (their self-attention).",
+                          "encoder or decoder (their self-attention), or alignment (the "
+                          "alignment layer of a model with one).",
                      show_default="cross"),
     ] = None,
     layer: Annotated[

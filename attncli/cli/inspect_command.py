@@ -24,18 +24,24 @@
     --gold LINE     the sentence pair's gold links (talp: 1-based `i-j` sure, `ipj`
                     possible; i a source word, j a word of --reference), marked on
                     the words view (--gold turns --words on)
-    --attention cross|encoder|decoder, --layer L, --head H
-                    which attention of a model with self-attention: the decoder's over
-                    the source, the encoder's or the decoder's own; its block (the last
-                    by default) and one head (the mean of the heads by default); --step
-                    then walks a query of that head through x W_q, x W_k, x W_v,
-                    scores, softmax, weighted values and sum
+    --attention cross|encoder|decoder|alignment, --layer L, --head H
+                    which attention (`attncli.attentions`): the decoder's over the
+                    source, the encoder's or the decoder's own (a model with
+                    self-attention), or the alignment layer (a model with
+                    `model.alignment_layer`: one layer, one head, what `attncli align`
+                    reads); its block (the last by default) and one head (the mean of
+                    the heads by default); --step then walks a query of that head
+                    through x W_q, x W_k, x W_v, scores, softmax, weighted values and
+                    sum (the alignment layer's: its query q_t, score q_t · (h_s W_a),
+                    softmax, weighted h_s)
 
-In the words view, the cross-attention's links (each target word to the source word of
+In the words view, the links of the attention shown, if it is over the source (the
+cross-attention's or the alignment layer's own: each target word to the source word of
 its largest word weight, as `translate --alignments` links them) are marked on its cells:
 `+` in the table, a dot in the picture, with a legend; gold links `S` (sure) and `P`
 (possible), a solid and a dashed square. The token view shows the weights alone (the
-page marks links in both views).
+page marks links in both views). Every matrix is of the tokens shown, teacher-forced
+over them where the search did not compute it (the alignment layer's always).
 
 The matrices and steps are a `SentenceView` (`attncli.search.inspection`), which
 `sentence_views` gives for the sentences asked. Everything asked for is printed to
@@ -51,6 +57,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from attncli.attentions import ATTENTIONS, LINKED, choices
 from attncli.cli.fonts import glyph_notice
 from attncli.cli.heatmap import heatmap_table, save_heatmap_png
 from attncli.cli.render import check_decimals
@@ -120,9 +127,10 @@ def _check_options(*, text, input_file, beam, png, png_dir, cell_weights, step, 
         if reference is None:
             raise AttncliError("--gold links the words of a given translation: add "
                                "--reference \"...\"")
-        if attention not in (None, "cross"):
-            raise AttncliError(f"--gold marks the cross-attention, not the {clipped(attention)} "
-                               "attention: drop --attention or choose cross")
+        if attention is not None and attention not in LINKED:
+            raise AttncliError(f"--gold marks an attention over the source, not the "
+                               f"{clipped(attention)} attention: drop --attention or "
+                               "choose cross or alignment")
         gold = parse_talp(gold, where="--gold")
     sentences = bool(text) or input_file is not None
     if png is not None and png_dir is not None:
@@ -142,8 +150,8 @@ def _check_options(*, text, input_file, beam, png, png_dir, cell_weights, step, 
                                        ("--head", head)) if value is not None]
     if chosen and not sentences:
         raise AttncliError(f"{chosen[0]} needs the sentence to look at: add --text \"...\"")
-    if attention not in (None, "cross", "encoder", "decoder"):
-        raise AttncliError(f"--attention {clipped(attention)}: choose cross, encoder or decoder")
+    if attention is not None and attention not in ATTENTIONS:
+        raise AttncliError(f"--attention {clipped(attention)}: choose {choices()}")
     for name, value in (("--layer", layer), ("--head", head)):
         if value is not None and value < 1:
             raise AttncliError(f"{name} must be >= 1, got {value}")

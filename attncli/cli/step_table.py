@@ -2,7 +2,8 @@
 of `score-demo`: each key's score, softmax weight and weighted value, and their sum.
 
 A recurrent decoder's step is laid out as the seq2seq example (query `s_{t-1}` or
-`h_t`, encoder states `h̄_s`; steps 1-4), a head of a multi-head attention as the
+`h_t`, encoder states `h̄_s`; steps 1-4), and so is the alignment layer's (its title
+says so; query `q_t`, score `q_t · (h_s W_a)`), a head of a multi-head attention as the
 self-attention example (input `x`, `q = x W_q + b_q`, `k_s`, `v_s`; steps 1-7).
 """
 
@@ -31,9 +32,11 @@ def step_table(step, decimals=4, previous_token=None):
 
 
 def _recurrent_table(step, decimals, previous_token):
+    # The alignment layer's step reads as a recurrent decoder's: one query over h_s.
+    named = "alignment layer: " if step.attention == "alignment" else ""
     table = Table(
         title=Text(
-            f"output token {step.step} {step.query_token!r} "
+            f"{named}output token {step.step} {step.query_token!r} "
             f"(after {previous_token!r}); score: {step.score}; "
             f"query {short(step.query, decimals)}"
         ),

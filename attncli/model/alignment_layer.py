@@ -96,6 +96,16 @@ class AlignmentLayer(keras.layers.Layer):
         self.built = True
 
     def call(self, features, next_embeddings, values, source_mask, target_mask=None):
+        query = self.query(features, next_embeddings, target_mask)
+        _, weights = self.attention(
+            [query, ops.stop_gradient(values)], mask=[None, source_mask],
+            return_attention_scores=True,
+        )
+        return weights
+
+    def query(self, features, next_embeddings, target_mask=None):
+        """The queries `q_t` `(batch_size, T, units)` of `call`'s arguments: what its
+        attention scores against `W_a h_s` (`inspect-weights --step` shows them)."""
         features = ops.stop_gradient(features)
         next_embeddings = ops.stop_gradient(next_embeddings)
         following = ops.concatenate(
@@ -106,12 +116,7 @@ class AlignmentLayer(keras.layers.Layer):
             if target_mask is None:
                 target_mask = ops.ones(ops.shape(rows)[:2], dtype="bool")
             parts.insert(0, self.context_rnn(rows, mask=target_mask))
-        query = self.query_projection(ops.concatenate(parts, axis=-1))
-        _, weights = self.attention(
-            [query, ops.stop_gradient(values)], mask=[None, source_mask],
-            return_attention_scores=True,
-        )
-        return weights
+        return self.query_projection(ops.concatenate(parts, axis=-1))
 
     def get_config(self):
         return {**super().get_config(), "units": self.units, "context": self.context}

@@ -318,6 +318,14 @@ class Seq2Seq(keras.Model):
         """The alignment layer's weights `(batch_size, T, S)` (`AlignmentLayer`): row t
         for the output `y_t`, from the features of the pass over `target_in_ids`
         (`[bos] y_1 ..`) and `E(y_t)`, the embedding of the next token read."""
+        embedded, target_mask = self.alignment_inputs(target_in_ids)
+        return self.alignment_layer(features, embedded, values, source_mask,
+                                    target_mask=target_mask)
+
+    def alignment_inputs(self, target_in_ids):
+        """What the alignment layer reads beside the features: `(next_embeddings,
+        target_mask)`, row t `E(y_t)` `(batch_size, T, embedding_dim)` (zeros past the
+        end) and whether `y_t` is a real token `(batch_size, T)`."""
         following = ops.concatenate(
             [target_in_ids[:, 1:], ops.zeros_like(target_in_ids[:, :1])], axis=1)
         embedding = self.decoder.embedding
@@ -325,8 +333,7 @@ class Seq2Seq(keras.Model):
         table = getattr(embedding, "token_embedding", embedding)
         embedded = table(following) * ops.cast(
             ops.expand_dims(following != 0, -1), table.compute_dtype)
-        return self.alignment_layer(features, embedded, values, source_mask,
-                                    target_mask=following != 0)
+        return embedded, following != 0
 
     def trace(self, source_ids, target_in_ids, attention="cross", layer=1, head=None,
               step=1):
@@ -338,7 +345,8 @@ class Seq2Seq(keras.Model):
 
         Args:
             attention: `"cross"` (the decoder's attention over the source),
-                `"encoder"` or `"decoder"` (a self-attention side's own).
+                `"encoder"` or `"decoder"` (a self-attention side's own), or
+                `"alignment"` (the alignment layer's).
             layer: int, 1-based block (1 for a recurrent decoder's attention).
             head: int, 1-based head; None: head 1 (a recurrent decoder's attention
                 has one).

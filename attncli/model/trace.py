@@ -13,7 +13,10 @@ heads at once (`AttentionTrace`); `AttentionTrace.step(head, step)` is the
 Every figure comes from the attention layer's own methods: a recurrent decoder's
 `decode_step` (the step the search takes) gives its query and weights, and its
 attention's `score_projected` and `score_mask` the scores; a block's
-`layers.MultiHeadAttention` gives its heads' projections, scores and weights.
+`layers.MultiHeadAttention` gives its heads' projections, scores and weights; the
+alignment layer's `query` gives `q_t`, its `LuongAttention` the scores
+`q_t · (h_s W_a)` and the teacher-forced pass (`Seq2Seq.teacher_forced`) the weights.
+The names of the attentions are `attncli.attentions`'.
 """
 
 import dataclasses
@@ -21,9 +24,8 @@ import math
 
 import numpy as np
 
+from attncli.attentions import ATTENTIONS, NO_ALIGNMENT_LAYER
 from attncli.scores import ALIGNMENTS, SCORES
-
-ATTENTIONS = ("cross", "encoder", "decoder")
 
 
 def _norm(vector):
@@ -42,8 +44,9 @@ class AttentionStep:
 
     Attributes:
         attention: `"cross"` (the decoder's attention over the source), `"encoder"`
-            or `"decoder"` (their self-attention).
-        layer: int, the 1-based block; 1 for a recurrent decoder's attention.
+            or `"decoder"` (their self-attention), `"alignment"` (the alignment layer).
+        layer: int, the 1-based block; 1 for a recurrent decoder's attention and for
+            the alignment layer.
         head: int, the 1-based head, or None for single-head attention.
         step: int, the 1-based query position (the output token for cross and
             decoder attention, the source token for the encoder's).
@@ -54,7 +57,8 @@ class AttentionStep:
         key_tokens: list of str, one per key position.
         query: `(d,)`, the query the layer scored.
         keys: `(S, d_k)`, what the query was scored against: a recurrent decoder's
-            encoder states `h̄_s`, a head's `x_s W_k + b_k`.
+            encoder states `h̄_s` (the alignment layer's too: `h_s`, the score
+            `q · (h_s W_a)`), a head's `x_s W_k + b_k`.
         values: `(S, d_v)`.
         scores: `(S,)` before the softmax, `-inf` where the key is masked (padding,
             outside a local window, a later position of a causal self-attention).
@@ -219,8 +223,9 @@ def trace_attention(model, source_ids, target_in_ids, attention="cross", layer=1
         model: a `Seq2Seq`.
         source_ids: int `(1, S)`, the source as the search read it.
         target_in_ids: int `(1, T)`, `[START] + the output tokens but the last`.
-        attention: `"cross"`, `"encoder"` or `"decoder"`.
-        layer: int, 1-based block of that attention (1 for a recurrent decoder's).
+        attention: `"cross"`, `"encoder"`, `"decoder"` or `"alignment"`.
+        layer: int, 1-based block of that attention (1 for a recurrent decoder's and
+            for the alignment layer).
 
     Returns:
         `AttentionTrace`.
@@ -234,6 +239,11 @@ def trace_attention(model, source_ids, target_in_ids, attention="cross", layer=1
         raise ValueError(f"attention must be one of {', '.join(ATTENTIONS)}. "
                          f"Received: attention={attention!r}")
     config = model.config
+    if attention == "alignment":
+        if model.alignment_layer is None:
+            raise ValueError(NO_ALIGNMENT_LAYER)
+        _check_layer(layer, 1)
+        return _alignment_trace(model, source_ids, target_in_ids)
     if attention == "encoder":
         if not config.self_attention_encoder:
             raise ValueError("the encoder is recurrent: it has no self-attention")
@@ -384,4 +394,36 @@ def _recurrent_trace(model, source_ids, target_in_ids):
         values=values,
         scores=scores,
         weights=_float64(weights),
+    )
+
+
+def _alignment_trace(model, source_ids, target_in_ids):
+    """The `AttentionTrace` of the alignment layer (`AlignmentLayer`), one head.
+
+    Its queries are the layer's own `query` of the teacher-forced pass's features
+    (`q_t = tanh(W_q [f_t; f_{t+1}; E(y_t)] + b_q)`, with `c_t` in front for the
+    full context), its scores its `LuongAttention`'s `q_t · (h_s W_a)`
+    (`project_keys`, `score_projected`, `score_mask`), and its weights those the pass
+    computed (`Seq2Seq.teacher_forced`'s `"alignment"`)."""
+    layer = model.alignment_layer
+    features, maps = model.teacher_forced(source_ids, target_in_ids)
+    values, _, source_mask = model.encoder(source_ids)
+    next_embeddings, target_mask = model.alignment_inputs(target_in_ids)
+    # queries: 1 x T x units, read as one head
+    queries = layer.query(features, next_embeddings, target_mask)
+    attention = layer.attention
+    scores = _float64(attention.score_projected(queries, attention.project_keys(values)))
+    allowed = np.asarray(attention.score_mask(queries, values, source_mask), bool)
+    values = _float64(values)
+    return AttentionTrace(
+        attention="alignment",
+        layer=1,
+        score=attention.score_name,
+        formula=score_formula(attention.score_name, values.shape[-1]),
+        multi_head=False,
+        queries=_float64(queries),
+        keys=values,
+        values=values,
+        scores=_masked(scores, np.broadcast_to(allowed, scores.shape)),
+        weights=_float64(maps["alignment"][0])[:, 0],
     )

@@ -5,7 +5,10 @@ hypothesis: the weights of each attention the model has, as the model computed t
 for the tokens the search emitted (a recurrent decoder's: the weights the search
 returned; a self-attention side's: `Seq2Seq.attention_maps`, teacher-forced over the
 hypothesis, which gives what the search computed), and `view.step(...)`, the
-`AttentionStep` record of one query of one head (`Seq2Seq.trace`).
+`AttentionStep` record of one query of one head (`Seq2Seq.trace`). A model with an
+alignment layer (`model.alignment_layer`) shows it as the attention `"alignment"`, one
+layer and one head, teacher-forced over the tokens shown as `attncli align` reads it.
+The attentions' names and titles are `attncli.attentions`'.
 `inspect_reference(loaded, translator, source, reference)` gives the view of a given
 translation instead: forced decoding (`attncli.search.forced`), its every attention
 teacher-forced over the reference's tokens, and the reference's probability.
@@ -23,11 +26,13 @@ its pieces' columns (the decoder's self-attention: its columns are its inputs,
 `[START]` and each word's pieces one position later). Reserved tokens (`[END]`) are in
 no word, so a word row need not sum to 1.
 
-Links. The cross-attention's links are `attncli translate --alignments`' rule over
-these words: target word `j` is linked to `argmax_i A[j, i]` (`word_links`). A matrix
-of tokens marks each link on the cells of its pieces, `T_j x S_i`; a matrix of words on
-its cell, with the gold links of the sentence pair when given (`Gold`, over the same
-words).
+Links. The links of an attention over the source (`attncli.attentions.LINKED`: the
+cross-attention and the alignment layer, each its own) are `attncli translate
+--alignments`' rule over these words: target word `j` is linked to `argmax_i A[j, i]`
+(`word_links`; over the alignment layer's weights this is `attncli align`'s default
+reading). A matrix of tokens marks each link on the cells of its pieces, `T_j x S_i`; a
+matrix of words on its cell, with the gold links of the sentence pair when given
+(`Gold`, over the same words).
 
 `inspect-weights` prints the view, the server sends `view.to_dict()` and `view.step`,
 and the offline page embeds `view.steps()`.
@@ -37,12 +42,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from attncli.attentions import LINKED, NO_ALIGNMENT_LAYER, TITLES, choices
 from attncli.errors import AttncliError
 
 START_LABEL = "[START]"
-
-TITLES = {"cross": "cross-attention", "encoder": "encoder self-attention",
-          "decoder": "decoder self-attention"}
 
 #: What a matrix of words says of itself, wherever it is shown.
 WORDS_NOTE = ("words: a row word is the mean of its pieces' rows, a column word the sum "
@@ -153,8 +156,8 @@ class SentenceView:
         hypotheses: the translation's hypotheses, each `{"text", "tokens", "score",
             "token_log_probs"}` (`Hypothesis.token_log_probs`: one per token).
         shown: the index of the hypothesis whose attention this is.
-        attentions: `AttentionMatrices` by name, in the order cross, encoder, decoder
-            (the attentions the model has).
+        attentions: `AttentionMatrices` by name, in the order cross, encoder,
+            decoder, alignment (the attentions the model has).
         source_words, target_words: lists of `attncli.search.alignments.Word`, the
             source's and the shown hypothesis's words (`sentence_words`).
         reference: a `ReferenceScore` when the hypothesis is a given translation
@@ -189,7 +192,9 @@ class SentenceView:
     def attention(self, name):
         """The `AttentionMatrices` of `name`, refused in words if the model has none."""
         if name not in TITLES:
-            raise SelectionError(f"attention {name}: choose cross, encoder or decoder")
+            raise SelectionError(f"attention {name}: choose {choices()}")
+        if name == "alignment" and name not in self.attentions:
+            raise SelectionError(f"attention alignment: {NO_ALIGNMENT_LAYER}")
         if name not in self.attentions:
             side = "encoder" if name == "encoder" else "decoder"
             raise SelectionError(
@@ -228,7 +233,7 @@ class SentenceView:
                                        if position + 1 < count])
                       for word in self.target_words]
             return self.target_words, [Word(START_LABEL, [0])] + inputs
-        return self.target_words, self.source_words
+        return self.target_words, self.source_words  # cross, alignment
 
     def fold(self, attention, weights):
         """`weights` `(..., rows, columns)` of `attention` over tokens, as words
@@ -244,27 +249,30 @@ class SentenceView:
     def matrix(self, attention="cross", layer=None, head=None, words=False, gold=None):
         """The weights of block `layer` (1-based, None: the last) and `head` (1-based,
         None: the mean over the heads) as a titled `Matrix`; with `words`, folded into
-        words. Cross-attention carries its links, and with `words` the `gold` links
-        (an `attncli.alignment.links.Gold`, checked with `check_gold`) if given."""
+        words. An attention over the source (cross, alignment) carries its links, and
+        with `words` the `gold` links (an `attncli.alignment.links.Gold`, checked with
+        `check_gold`) if given."""
         matrices = self.attention(attention)
         index = self._layer_index(matrices, layer)
         heads = self._check_head(matrices, index, head)
         weights = matrices.layers[index]
         weights = weights.mean(axis=0) if head is None else weights[head - 1]
-        shown = f"layer {index + 1} of {len(matrices.layers)}, " + (
-            f"head {head} of {heads}" if head is not None else f"mean of {heads} heads"
-        )
-        return self.labelled(matrices, weights, f"{matrices.title} weights ({shown})",
-                             words, gold)
+        title = f"{matrices.title} weights"
+        if len(matrices.layers) > 1 or heads > 1:
+            title += f" (layer {index + 1} of {len(matrices.layers)}, " + (
+                f"head {head} of {heads})" if head is not None else f"mean of {heads} heads)"
+            )
+        return self.labelled(matrices, weights, title, words, gold)
 
     def labelled(self, matrices, weights, title, words=False, gold=None):
         """`weights` (tokens) of the `AttentionMatrices` `matrices` as a `Matrix` titled
         `title`, as `matrix` makes it."""
         rows, columns = matrices.rows, matrices.columns
         links = sure = possible = frozenset()
-        if matrices.attention == "cross" or words:
+        linked = matrices.attention in LINKED
+        if linked or words:
             folded = self.fold(matrices.attention, weights)
-        if matrices.attention == "cross":
+        if linked:
             found = word_links(folded, self.target_words)
             if words:
                 links = frozenset((j, i) for i, j in found)
@@ -296,7 +304,8 @@ class SentenceView:
         matrices = self.attention(attention)
         count = len(matrices.rows)
         if not 1 <= step <= count:
-            if attention == "cross" and not self.model.self_attention_decoder:
+            if attention == "alignment" or (attention == "cross" and
+                                            not self.model.self_attention_decoder):
                 raise SelectionError(
                     f"step {step} is out of range: the translation has {count} output "
                     f"tokens (1..{count})"
@@ -367,7 +376,9 @@ class SentenceView:
     def to_dict(self, words=False, gold=None):
         """The view as JSON-safe Python values (see the module docstring), with the
         shown hypothesis's `token_log_probs` (one per row of its cross-attention); with
-        `words` (or `gold`), its words view under `"words"` (`words_dict`)."""
+        `words` (or `gold`), its words view under `"words"` (`words_dict`). Each
+        attention has its `"title"` and `"linked"`, whether its words carry links
+        (`attncli.attentions.LINKED`)."""
         result = {
             "source": self.source,
             "source_tokens": list(self.source_tokens),
@@ -377,6 +388,7 @@ class SentenceView:
             "attentions": [
                 {
                     "attention": name, "title": matrices.title,
+                    "linked": name in LINKED,
                     "rows": list(matrices.rows), "columns": list(matrices.columns),
                     "row_label": matrices.row_label,
                     "column_label": matrices.column_label,
@@ -403,9 +415,9 @@ def inspect_sentence(loaded, translator, translation, hypothesis=0, maps=None,
         translation: a `Translation` with attention weights.
         hypothesis: int, which hypothesis to show. Defaults to 0, the best.
         maps: None, or the model's attentions teacher-forced over that hypothesis's
-            tokens, as `Forced.attentions` holds them (`"cross"`, and `"encoder"` and
-            `"decoder"` if the model has them: lists per layer of `(heads, rows,
-            columns)`), used instead of the search's weights and of running
+            tokens, as `Forced.attentions` holds them (`"cross"`, and `"encoder"`,
+            `"decoder"` and `"alignment"` if the model has them: lists per layer of
+            `(heads, rows, columns)`), used instead of the search's weights and of running
             `Seq2Seq.attention_maps` again. Defaults to None.
         reference: a `ReferenceScore` when the hypothesis is a given translation.
     """
@@ -424,7 +436,8 @@ def inspect_sentence(loaded, translator, translation, hypothesis=0, maps=None,
     decoder_inputs = [START_LABEL] + tokens[:-1]
     if maps is None:
         maps = {"encoder": [], "decoder": [], "cross": []}
-        if model.self_attention_encoder or model.self_attention_decoder:
+        if (model.self_attention_encoder or model.self_attention_decoder
+                or model.alignment_layer is not None):
             computed = model.attention_maps(source_ids, target_in_ids)
             maps = {name: [np.asarray(weights)[0] for weights in layers]
                     for name, layers in computed.items()}
@@ -446,6 +459,10 @@ def inspect_sentence(loaded, translator, translation, hypothesis=0, maps=None,
         attentions["decoder"] = AttentionMatrices(
             "decoder", tokens, decoder_inputs, "output", "decoder input",
             layers("decoder", rows, rows))
+    if maps.get("alignment"):
+        attentions["alignment"] = AttentionMatrices(
+            "alignment", tokens, source_tokens, "output", "source",
+            layers("alignment", rows, len(source_tokens)))
     hypotheses = [
         {"text": each.text, "tokens": list(each.tokens), "score": float(each.score),
          "token_log_probs": each.token_log_probs}

@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from attncli.attentions import ATTENTIONS
 from attncli.errors import clipped, shown
 from attncli.serve.limits import RequestError
 
@@ -73,7 +74,10 @@ class InspectRequest(Strict):
 
 
 class StepRequest(InspectRequest):
-    attention: Literal["cross", "encoder", "decoder"] = "cross"
+    attention: Literal[ATTENTIONS] = Field(
+        "cross", description="Which attention (`attncli.attentions`): cross (the "
+        "decoder's over the source), encoder or decoder (their self-attention), or "
+        "alignment (the alignment layer of a model with one; one layer, one head).")
     layer: int | None = Field(None, description="1-based block; the last if absent.")
     head: int | None = Field(None, description="1-based head; head 1 if absent.")
     step: int = Field(description="1-based query position (an output token for cross "

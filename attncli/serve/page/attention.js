@@ -8,18 +8,15 @@
 // attncli.model.trace's AttentionStep.to_dict().
 //
 // The words view shows view.words' matrices, folded by the server (a row word is the mean
-// of its pieces' rows, a column word the sum of its pieces' columns). The cross-attention's
-// links are the argmax of each target word's row of those word weights, as `attncli
-// translate --alignments` links them: on a word's cell in the words view, on the cells of
-// both words' pieces in the token view. Gold links are marked in the words view.
+// of its pieces' rows, a column word the sum of its pieces' columns). An attention over the
+// source ("linked": the cross-attention, the alignment layer) has links, the argmax of each
+// target word's row of its own word weights, as `attncli translate --alignments` links
+// them: on a word's cell in the words view, on the cells of both words' pieces in the token
+// view. Gold links are marked in its words view. The attentions' names are the server's
+// (attncli.attentions): each entry's "title".
 "use strict";
 
 (function () {
-  const NAMES = {
-    cross: "cross-attention",
-    encoder: "encoder self-attention",
-    decoder: "decoder self-attention",
-  };
   // Matplotlib's "Blues", from near white (0) to dark blue (weight 1, as in the PNG of
   // `inspect-weights --png`; or the largest weight shown, when that scale is chosen).
   const BLUES = [
@@ -169,14 +166,14 @@
       : entryOf(state.view, state.attention);
   }
 
-  // The cells to mark, as "row,column" strings: the links (cross-attention only), and
-  // in the words view the sure and possible gold links.
+  // The cells to mark, as "row,column" strings: the links (of an attention over the
+  // source only), and in the words view the sure and possible gold links.
   function marksOf(view) {
     const marks = { links: new Set(), sure: new Set(), possible: new Set() };
-    if (!view.words || state.attention !== "cross") return marks;
+    if (!view.words || !entryOf(view, state.attention).linked) return marks;
     const source = view.words.source;
     const target = view.words.target;
-    const weights = shownWeights(wordEntryOf(view, "cross"));
+    const weights = shownWeights(wordEntryOf(view, state.attention));
     if (source.length === 0) return marks;
     weights.forEach((row, j) => {
       if (target[j].positions.length === 0) return;
@@ -213,8 +210,7 @@
   function showChoices() {
     const view = state.view;
     const entry = entryOf(view, state.attention);
-    const kinds = view.attentions.map((item) => [item.attention, NAMES[item.attention] ||
-      item.title || item.attention]);
+    const kinds = view.attentions.map((item) => [item.attention, item.title]);
     fillSelect(byId("attention-kind"), kinds, state.attention);
     byId("attention-choice").hidden = kinds.length < 2;
     const layers = entry.layers.length;
@@ -279,7 +275,7 @@
     const grid = element("div", {
       className: "heatmap" + (byId("numbers").checked ? " numbers" : ""),
       role: "grid",
-      "aria-label": `${entry.title || NAMES[entry.attention]}: ${entry.row_label} tokens ` +
+      "aria-label": `${entry.title}: ${entry.row_label} tokens ` +
         `(rows) × ${entry.column_label} tokens (columns)`,
       "aria-rowcount": rows + 1,
       "aria-colcount": columns + 1,
@@ -411,7 +407,7 @@
     const swatch = (kind) => element("span", { className: `swatch ${kind}`, "aria-hidden": "true" });
     if (marks.links.size) {
       parts.push(element("span", {}, swatch("link"), " link: each target word's largest " +
-        "word weight"));
+        `word weight in the ${entryOf(state.view, state.attention).title}`));
     }
     if (marks.sure.size) parts.push(element("span", {}, swatch("gold-sure"), " sure gold link"));
     if (marks.possible.size) {
@@ -482,7 +478,7 @@
     const side = window.innerWidth < 768 ? OVERVIEW_SIDE.phone : OVERVIEW_SIDE.wide;
     const scale = Math.max(1, Math.floor(side / Math.max(entry.rows.length,
       entry.columns.length)));
-    const title = entry.title || NAMES[entry.attention];
+    const title = entry.title;
     const grid = element("div", {
       className: "overview-grid", role: "grid",
       "aria-label": `${title}: every layer (rows) and head (columns); Enter shows one`,
@@ -695,7 +691,7 @@
     const selfAttention = "inputs" in record;
     const best = record.weights.indexOf(Math.max(...record.weights));
     const section = byId("walk");
-    const where = `${NAMES[record.attention] || record.attention}, layer ${record.layer}` +
+    const where = `${entryOf(state.view, record.attention).title}, layer ${record.layer}` +
       (record.head === null || record.head === undefined ? "" : `, head ${record.head}`);
     const parts = [];
     if (selfAttention) {
@@ -720,6 +716,12 @@
         tokenBox(record.query_token), " (after ", tokenBox(previous), `), ${where}`));
       parts.push(element("p", { className: "given" }, "query q ",
         vector(record.query, record.query_norm, record.width)));
+      if (record.attention === "alignment") {
+        parts.push(element("p", { className: "note", text: "The alignment layer's query " +
+          "reads the token itself: q = tanh(W_q [f_t; f_t+1; E(y_t)] + b_q), f the " +
+          "decoder's features (with the full context, a GRU's over the whole output " +
+          "first); its keys are the encoder's h̄_s, scored through W_a." }));
+      }
       parts.push(element("p", { className: "formula" },
         `score(q, k) = ${record.formula} (${record.score})`));
       parts.push(element("p", { className: "formula" }, "1. score_s = score(q, h̄_s); " +
