@@ -169,8 +169,8 @@ def test_reverse_links_are_flipped_and_symmetrised(trained, files, attention):  
 
 
 @pytest.mark.slow
-def test_mean_joins_the_weights_of_both_directions_before_the_links(  # noqa: F811
-        trained, files, attention):
+def test_mean_joins_the_weights_of_both_directions_before_the_links(
+        trained, files, attention):  # noqa: F811
     forward, backward = attention
     result = succeeded(align(trained, "--input", files / "pairs.tsv", "--reverse", trained,
                              "--format", "json", "--symmetrize", "mean",

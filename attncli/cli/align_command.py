@@ -127,7 +127,8 @@ def align_command(load_tensorflow):
         settings = check_settings(
             input_file=input_file, source_file=source_file, target_file=target_file,
             attention=attention, layer=layer, head=head, extraction=extraction,
-            threshold=threshold, shift=shift, reverse=reverse, symmetrize=symmetrize, gold=gold, output_format=output_format,
+            threshold=threshold, shift=shift, reverse=reverse, symmetrize=symmetrize,
+            gold=gold, output_format=output_format,
             batch_size=batch_size,
         )
         from rich.console import Console
