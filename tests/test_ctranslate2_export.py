@@ -270,7 +270,7 @@ def test_the_ctranslate2_engine_translates_as_attncli_translate(exported, beam):
     translator = loaded.translator(loaded.search.adjusted(beam_size=beam, n_best=beam),
                                    attention_weights=False)
     wanted = translator.translate(sentences)
-    lines, heavy = engine_process(export, "--input", "-", "--format", "json", "--beam", beam,
+    lines, heavy = engine_process(export, "--format", "json", "--beam", beam,
                                   "--n-best", beam, stdin="\n".join(sentences) + "\n")
     assert heavy == "HEAVY []"
     found = [json.loads(line) for line in lines]
@@ -290,8 +290,8 @@ def test_text_output_is_attncli_translate_s(exported):
     run, export = exported
     sentences = validation_sentences(run)[:8] + ["", "¿Qué hora es?"]
     stdin = "\n".join(sentences) + "\n"
-    wanted = succeeds(attncli("translate", run, "--input", "-", cwd=run.parent, stdin=stdin))
-    lines, heavy = engine_process(export, "--input", "-", stdin=stdin)
+    wanted = succeeds(attncli("translate", run, cwd=run.parent, stdin=stdin))
+    lines, heavy = engine_process(export, stdin=stdin)
     assert heavy == "HEAVY []"
     assert lines == wanted.stdout.splitlines()
 
