@@ -49,6 +49,9 @@ from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
 
 from attncli.config.data import BPE_JOINER, check_level_options
 from attncli.data.sentencepiece_models import read_sentencepiece_model, sentencepiece_file
+from attncli.data.text_rules import (  # noqa: F401 (SPACE_TOKEN, SUFFIX_INDICATOR: read from here)
+    DETOKENIZE_RULES, KEPT_DELIMITERS, SPACE_TOKEN, SUFFIX_INDICATOR, WORD_DELIMITERS,
+)
 from attncli.errors import DataError, clipped, shown
 from attncli.files import write_atomically, write_text_atomically
 from attncli.data.vocabulary import (
@@ -58,32 +61,8 @@ from attncli.data.vocabulary import (
 LEVELS = ("char", "word", "subword", "sentencepiece", "pretokenized")
 NORMALIZATIONS = ("NFC", "NFKC", "NFD", "NFKD")
 
-#: Stands for a space at the `char` level, and starts a SentencePiece piece after a space.
-SPACE_TOKEN = "\u2581"
-#: Marks a WordPiece piece that continues the previous one.
-SUFFIX_INDICATOR = "##"
 #: Tokenizer settings newer than the first runs: a file without them means their defaults.
 _LATER_KEYS = ("joiner", "sentencepiece_type")
-
-_KANA_HAN = r"\p{Han}\p{Hiragana}\p{Katakana}"
-_WORD_DELIMITERS = rf"\s+|[\p{{P}}\p{{S}}]|[{_KANA_HAN}]"
-_KEPT_DELIMITERS = rf"[\p{{P}}\p{{S}}]|[{_KANA_HAN}]"
-_CLOSING = r".,!?;:%)\]}»…。，、！？；：）」』"
-_OPENING = r"¿¡(\[{«（「『$£€"
-_CJK_PUNCTUATION = r"。，、！？；：）」』（「『"
-
-# (pattern, rewrite) applied in order to the space-joined tokens.
-_DETOKENIZE_RULES = (
-    (rf" ([{_CLOSING}])", r"\1"),
-    (rf"([{_OPENING}]) ", r"\1"),
-    (r"([\pL\pN]) ([-'’/]) ([\pL\pN])", r"\1\2\3"),
-    (r"(\d)([.,:]) (\d)", r"\1\2\3"),
-    (r'"\s([^"]*?)\s"', r'"\1"'),
-    (r"“\s([^”]*?)\s”", r"“\1”"),
-    (r"„\s([^“]*?)\s“", r"„\1“"),
-    (rf"([{_KANA_HAN}{_CJK_PUNCTUATION}]) ", r"\1"),
-    (rf" ([{_KANA_HAN}{_CJK_PUNCTUATION}])", r"\1"),
-)
 
 #: The normalisation of the TensorFlow "NMT with attention" tutorial (see docs/references.md).
 TUTORIAL_NORMALIZATION = dict(
@@ -293,7 +272,7 @@ class Tokenizer:
 
     def split_words(self, normalized) -> tf.RaggedTensor:
         """Word-level tokens of already normalised strings `(batch,)` → `(batch, None)`."""
-        return text.regex_split(normalized, _WORD_DELIMITERS, _KEPT_DELIMITERS)
+        return text.regex_split(normalized, WORD_DELIMITERS, KEPT_DELIMITERS)
 
     def tokenize(self, texts) -> tf.RaggedTensor:
         """Tokens of `texts`: a string tensor `(batch,)` → ragged strings `(batch, None)`."""
@@ -325,7 +304,7 @@ class Tokenizer:
         joined = tf.strings.reduce_join(tokens, axis=-1, separator=" ")
         if self.level == "subword":
             joined = tf.strings.regex_replace(joined, " " + SUFFIX_INDICATOR, "")
-        for pattern, rewrite in _DETOKENIZE_RULES:
+        for pattern, rewrite in DETOKENIZE_RULES:
             joined = tf.strings.regex_replace(joined, pattern, rewrite)
         return joined
 

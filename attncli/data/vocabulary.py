@@ -9,12 +9,13 @@ from pathlib import Path
 
 import tensorflow as tf
 
+from attncli.data.text_rules import (  # noqa: F401 (read from here too)
+    END_TOKEN, PAD_TOKEN, RESERVED_TOKENS, START_TOKEN, UNK_TOKEN,
+)
 from attncli.errors import DataError, clipped, shown
 from attncli.files import write_text_atomically
 
 PAD, UNK, START, END = 0, 1, 2, 3
-PAD_TOKEN, UNK_TOKEN, START_TOKEN, END_TOKEN = "[PAD]", "[UNK]", "[START]", "[END]"
-RESERVED_TOKENS = (PAD_TOKEN, UNK_TOKEN, START_TOKEN, END_TOKEN)
 
 
 class Vocabulary:

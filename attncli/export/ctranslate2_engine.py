@@ -38,8 +38,9 @@ import numpy as np
 
 from attncli.config.schema import ConfigError, from_mapping
 from attncli.config.search import SearchConfig
+from attncli.data.text_rules import END_TOKEN
 from attncli.errors import AttncliError, shown
-from attncli.export.plain_tokenizer import END_TOKEN, PlainTokenizer
+from attncli.export.plain_tokenizer import PlainTokenizer
 
 FORMAT = "attncli-ctranslate2"
 VERSION = 1

@@ -31,39 +31,24 @@ from pathlib import Path
 
 import regex
 
+from attncli.config.data import BPE_JOINER
 from attncli.data.sentencepiece_models import sentencepiece_file
+from attncli.data.text_rules import (
+    DETOKENIZE_RULES, KEPT_DELIMITERS, SPACE_TOKEN, SUFFIX_INDICATOR, UNK_TOKEN,
+    WORD_DELIMITERS,
+)
 from attncli.errors import DataError
 
-RESERVED_TOKENS = ("[PAD]", "[UNK]", "[START]", "[END]")
-UNK_TOKEN, END_TOKEN = "[UNK]", "[END]"
-SPACE_TOKEN = "\u2581"
-SUFFIX_INDICATOR = "##"
-BPE_JOINER = "@@"
 MAX_BYTES_PER_WORD = 100  # FastWordpieceTokenizer's default: a longer word is [UNK]
 
 # RE2's \s, and the whitespace tf.strings.strip and tf.strings.split take.
 _RE2_SPACE = r"[\t\n\f\r ]"
 _ASCII_SPACE = " \t\n\v\f\r"
-_KANA_HAN = r"\p{Han}\p{Hiragana}\p{Katakana}"
-_WORD_DELIMITERS = regex.compile(rf"{_RE2_SPACE}+|[\p{{P}}\p{{S}}]|[{_KANA_HAN}]")
-_KEPT_DELIMITERS = regex.compile(rf"[\p{{P}}\p{{S}}]|[{_KANA_HAN}]")
-_CLOSING = r".,!?;:%)\]}»…。，、！？；：）」』"
-_OPENING = r"¿¡(\[{«（「『$£€"
-_CJK_PUNCTUATION = r"。，、！？；：）」』（「『"
-# `attncli.data.tokenization._DETOKENIZE_RULES`, with RE2's ASCII \s spelt out.
-_DETOKENIZE_RULES = tuple(
-    (regex.compile(pattern.replace(r"\s", _RE2_SPACE)), rewrite) for pattern, rewrite in (
-        (rf" ([{_CLOSING}])", r"\1"),
-        (rf"([{_OPENING}]) ", r"\1"),
-        (r"([\pL\pN]) ([-'’/]) ([\pL\pN])", r"\1\2\3"),
-        (r"(\d)([.,:]) (\d)", r"\1\2\3"),
-        (r'"\s([^"]*?)\s"', r'"\1"'),
-        (r"“\s([^”]*?)\s”", r"“\1”"),
-        (r"„\s([^“]*?)\s“", r"„\1“"),
-        (rf"([{_KANA_HAN}{_CJK_PUNCTUATION}]) ", r"\1"),
-        (rf" ([{_KANA_HAN}{_CJK_PUNCTUATION}])", r"\1"),
-    )
-)
+# `attncli.data.text_rules`' patterns, with RE2's ASCII \s spelt out.
+_WORD_DELIMITERS = regex.compile(WORD_DELIMITERS.replace(r"\s", _RE2_SPACE))
+_KEPT_DELIMITERS = regex.compile(KEPT_DELIMITERS)
+_DETOKENIZE_RULES = tuple((regex.compile(pattern.replace(r"\s", _RE2_SPACE)), rewrite)
+                          for pattern, rewrite in DETOKENIZE_RULES)
 _IGNORABLE = regex.compile(r"\p{Default_Ignorable_Code_Point}")
 _MARKS = regex.compile(r"\p{Mn}")
 _SPACES = regex.compile(rf"{_RE2_SPACE}+")
