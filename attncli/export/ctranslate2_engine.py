@@ -32,7 +32,6 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 
@@ -41,30 +40,12 @@ from attncli.config.search import SearchConfig
 from attncli.data.text_rules import END_TOKEN
 from attncli.errors import AttncliError, shown
 from attncli.export.plain_tokenizer import PlainTokenizer
+from attncli.search.hypotheses import Hypothesis, Translation
 
 FORMAT = "attncli-ctranslate2"
 VERSION = 1
 SETTINGS_FILE = "attncli-ctranslate2.json"
 COMPUTE_TYPES = ("float32", "int8")
-
-
-class Hypothesis(NamedTuple):
-    """One translation, as `attncli.search.translation.Hypothesis` (no per-token log
-    probabilities: CTranslate2 does not return them)."""
-
-    text: str
-    tokens: list
-    score: float
-    weights: np.ndarray
-    token_log_probs: list = None
-
-
-class Translation(NamedTuple):
-    """A source sentence, its tokens and its n best translations."""
-
-    source: str
-    source_tokens: list
-    hypotheses: list
 
 
 def is_export(path):
