@@ -786,3 +786,19 @@ def test_the_page_lists_and_draws_the_alignment_layer_with_its_links(tab, aligne
     assert "alignment layer, layer 1" in tab.inner_text("#walk h3")
     assert "reads the token itself" in tab.inner_text("#walk")
     tab.screenshot(path=tmp_path / "aligner-walk-1280.png", full_page=True)
+
+
+@pytest.mark.slow
+def test_the_offline_page_opens_on_the_attention_asked_for(tab, aligner, tmp_path):
+    pages = {}
+    for attention in ("alignment", None):
+        pages[attention] = tmp_path / f"{attention}.html"
+        chosen = ["--attention", attention] if attention else []
+        in_process("inspect-weights", aligner, "--text", ALIGNER_TEXT, "--reference",
+                   ALIGNER_REFERENCE, *chosen, "--html", pages[attention])
+    for attention, expected in (("alignment", "alignment"), (None, "cross")):
+        tab.goto(pages[attention].resolve().as_uri())
+        tab.wait_for_selector("[data-heatmap]")
+        assert tab.eval_on_selector("#attention-kind", "(node) => node.value") == expected
+        assert tab.evaluate(READ_HEATMAP)["attention"] == expected
+

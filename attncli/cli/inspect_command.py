@@ -342,7 +342,7 @@ def inspect(*, run_path, text, beam, png, step, params, decimals, attention=None
         print(glyph_notice(sorted(missing)), file=sys.stderr)
     if html is not None:
         write_offline_page(html, shown[1][0], run_name(run_path, directory), search,
-                           words=words, gold=gold)
+                           words=words, gold=gold, attention=attention)
         out.print(f"saved {html}", highlight=False, markup=False)
     if record is not None:
         from attncli.search.inspection import START_LABEL

@@ -108,13 +108,16 @@ def check_html_path(path):
     return path
 
 
-def offline_page(view, model, search, words=False, gold=None):
+def offline_page(view, model, search, words=False, gold=None, attention=None):
     """The page of one sentence that works with no server: `view` (a `SentenceView`)
     with its words view (`gold` links in it if given) and every step of every
     attention, layer and head (vectors cut to 8 components), the model's name and the
-    `SearchConfig` used; `words`: the page opens on the words view."""
+    `SearchConfig` used; `words`: the page opens on the words view; `attention`: on that
+    attention (`attncli.attentions`; None: the cross-attention)."""
     data = {**view.to_dict(words=True, gold=gold), "steps": view.steps(width=8),
             "model": model, "search": search.to_dict(), "show_words": bool(words)}
+    if attention is not None:
+        data["show_attention"] = attention
     return page_html(_rounded(data))
 
 
@@ -130,11 +133,11 @@ def _rounded(data, digits=6):
     return data
 
 
-def write_offline_page(path, view, model, search, words=False, gold=None):
+def write_offline_page(path, view, model, search, words=False, gold=None, attention=None):
     """Write `offline_page(...)` to `path` (checked by `check_html_path`), making its
     folder if it is missing."""
     path = check_html_path(path)
-    page = offline_page(view, model, search, words, gold)
+    page = offline_page(view, model, search, words, gold, attention)
     try:
         path.parent.mkdir(exist_ok=True)
         path.write_text(page, encoding="utf-8")

@@ -582,7 +582,9 @@
     state.words = Boolean(view.words) && words;
     byId("words").checked = state.words;
     byId("words").disabled = !view.words;
-    state.attention = entryOf(view, "cross") ? "cross" : view.attentions[0].attention;
+    // The offline page opens on inspect-weights' --attention, else the cross-attention.
+    const first = [view.show_attention, "cross"].find((name) => entryOf(view, name));
+    state.attention = first || view.attentions[0].attention;
     const entry = entryOf(view, state.attention);
     state.layer = entry.layers.length; // the last block, as inspect-weights shows it
     state.head = entry.layers[state.layer - 1].heads.length > 1 ? null : 1;
