@@ -159,6 +159,19 @@ def run_check(directory, samples, prefixes):
     return json.loads(completed.stdout)
 
 
+def claim_destination(destination, console):
+    """Refuse a DIR that holds anything, and remove what an interrupted export to it left
+    (every format writes into a new or empty directory, never replacing anything)."""
+    if not vacant(destination):
+        raise AttncliError(
+            f"{destination} exists and is not an empty directory; give a new directory "
+            "(an export never replaces anything)"
+        )
+    for path in clear_abandoned(destination):
+        console.print(f"removed {path}, what an interrupted export to {destination} left",
+                      highlight=False, markup=False, soft_wrap=True)
+
+
 class ExportFormat(NamedTuple):
     """One format of `attncli export --format`.
 
@@ -202,14 +215,7 @@ def export_saved_model(*, run_path, destination, beam, alpha, n_best, samples, c
         raise AttncliError(f"--sampling: {error}") from None
     directory = model_directory(run_path)
     members = [directory, *(model_directory(path) for path in ensemble)]
-    if not vacant(destination):
-        raise AttncliError(
-            f"{destination} exists and is not an empty directory; give a new directory "
-            "(an export never replaces anything)"
-        )
-    for path in clear_abandoned(destination):
-        console.print(f"removed {path}, what an interrupted export to {destination} left",
-                      highlight=False, markup=False, soft_wrap=True)
+    claim_destination(destination, console)
     load_tensorflow()
 
     from attncli.files import new_directory
@@ -299,14 +305,7 @@ def export_ctranslate2(*, run_path, destination, beam, alpha, n_best, samples, c
         raise AttncliError("--format ctranslate2 needs the ctranslate2 package: pip install "
                            "'attncli[ctranslate2]'") from None
     from attncli.export import ctranslate2_export as ctranslate2_files
-    if not vacant(destination):
-        raise AttncliError(
-            f"{destination} exists and is not an empty directory; give a new directory "
-            "(an export never replaces anything)"
-        )
-    for path in clear_abandoned(destination):
-        console.print(f"removed {path}, what an interrupted export to {destination} left",
-                      highlight=False, markup=False, soft_wrap=True)
+    claim_destination(destination, console)
     load_tensorflow()
 
     from attncli.cli.runs import run_name
