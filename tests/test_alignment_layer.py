@@ -4,6 +4,7 @@ on a finished model, the refusals, and `attncli align` reading it."""
 
 import dataclasses
 import json
+import math
 import shutil
 
 import keras
@@ -21,11 +22,15 @@ from attncli.config.training import GuidedAlignment, TrainingConfig
 from attncli.model.encoder_decoder import Seq2Seq
 from attncli.search.forced import Forced
 from attncli.search.loading import load_model
-from attncli.training.steps import make_optimizer, make_train_step
+from attncli.errors import AttncliError
+from attncli.training.guided import make_guided_eval_step
+from attncli.training.steps import make_eval_step, make_optimizer, make_train_step
+from attncli.training.trainer import Trainer
 from tests.cli_errors import one_line_error
 from tests.guided_runs import (  # noqa: F401 (trained_guided: a fixture)
     GUIDED_SENTENCES, guided_config, trained_guided,
 )
+from tests.recorder import Recorder
 from tests.shared_data import shared_data
 from tests.test_guided_alignment import built
 
@@ -182,6 +187,84 @@ def test_freeze_translation_updates_the_alignment_layer_alone():
     for variable, value in zip(model.weights, before):
         moved = not np.array_equal(variable.numpy(), value)
         assert moved == ("alignment_layer" in variable.path), variable.path
+
+
+@pytest.mark.parametrize("decoder", DECODERS)
+def test_validation_measures_the_layer_against_numpy(decoder):
+    """The guided evaluation step: the translation losses of `make_eval_step`, and
+    L_align's sum and N, -sum_t sum_s g_t(s) log a_t(s) over the linked rows, for the
+    layer's weights as it translates (the weights' formula: the tests above)."""
+    keras.utils.set_random_seed(2)
+    model = Seq2Seq(settings(decoder))
+    config = TrainingConfig(label_smoothing=0.1, guided_alignment=GuidedAlignment(weight=1.0))
+    gold = np.zeros((2, 4, 5), np.float32)
+    gold[0, 0, 0] = gold[1, 0, 2] = 1.0
+    gold[0, 1, [1, 2]] = 0.5
+    target_out = np.array([[11, 12, 13, 3], [14, 3, 0, 0]], np.int32)
+    inputs = (tf.constant(SOURCE), tf.constant(TARGET_IN))
+    result = make_guided_eval_step(model, config)(
+        inputs, (tf.constant(target_out), tf.constant(gold)))
+    plain = make_eval_step(model, config)(inputs, tf.constant(target_out))
+    for key in ("loss", "nll", "tokens"):
+        np.testing.assert_allclose(result[key].numpy(), plain[key].numpy(), rtol=1e-6)
+    _, weights = model.features(inputs, training=False, cross_attention="alignment")
+    weights = weights.numpy()
+    logs = np.log(np.maximum(weights, np.finfo(np.float32).tiny))
+    assert int(result["links"]) == 3
+    np.testing.assert_allclose(float(result["alignment_sum"]), -(gold * logs).sum(), rtol=1e-6)
+
+
+@pytest.mark.slow
+def test_a_frozen_run_keeps_its_best_layer(trained_guided, tmp_path,  # noqa: F811
+                                           monkeypatch):
+    """`stop_metric` unset, the translation frozen: the validation pairs (carved from
+    the training file) have links, so the metric is `alignment`; each evaluation keeps
+    the model only when `valid_alignment_loss` is lower than every earlier one."""
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(trained_guided / "run", tmp_path / "run")
+    aligner = guided_config(trained_guided / "data", limit=GUIDED_SENTENCES)
+    aligner["model"]["alignment_layer"] = True
+    aligner["training"]["guided_alignment"]["freeze_translation"] = True
+    (tmp_path / "aligner.yaml").write_text(json.dumps(aligner))
+    parts, _ = built("aligner.yaml", "aligned", init_from="run")
+    trainer = Trainer(parts, Recorder())
+    assert trainer.stop_metric.name == "alignment"
+    measured = iter([3.0, 2.0, 2.5])
+    monkeypatch.setattr(trainer.validator, "loss_figures", lambda raw_loss=None: {
+        "valid_loss": 1.0, "valid_alignment_loss": next(measured)})
+    monkeypatch.setattr(trainer.validator, "metric", lambda: {"bleu": 1.0, "chrf": 1.0})
+    kept = []
+    for epoch in (1, 2, 3):
+        record = trainer._evaluate(epoch, 1.0, True)
+        kept.append((record["best"], load_model(tmp_path / "aligned" / "model").metadata))
+    assert [best for best, _ in kept] == [True, True, False]
+    assert [metadata["epoch"] for _, metadata in kept] == [1, 2, 2]
+    assert kept[-1][1]["valid_alignment_loss"] == 2.0
+
+    # Measured for real: the validation pairs' links are those of data.alignments.
+    real = trainer.validator.losses()["alignment"]
+    assert math.isfinite(real) and real > 0
+
+
+@pytest.mark.slow
+def test_alignment_metric_needs_validation_links(trained_guided, tmp_path,  # noqa: F811
+                                                 monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    guided = guided_config(trained_guided / "data", limit=GUIDED_SENTENCES)
+    guided["data"]["valid"] = "test"  # a file of its own: data.alignments does not cover it
+    guided["training"]["stop_metric"] = "alignment"
+    (tmp_path / "guided.yaml").write_text(json.dumps(guided))
+    with pytest.raises(AttncliError, match="^training.stop_metric alignment is measured on "
+                                           "the validation pairs' links"):
+        built("guided.yaml", "run")
+
+
+def test_stop_metric_alignment_needs_guided_alignment():
+    mapping = run_mapping()
+    mapping["training"]["stop_metric"] = "alignment"
+    with pytest.raises(ConfigError, match="training.stop_metric alignment is guided "
+                                          "alignment's loss on the validation pairs"):
+        run_config_from_mapping(mapping)
 
 
 def run_mapping(model=None, guided=None):

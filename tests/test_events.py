@@ -199,9 +199,9 @@ def test_a_full_disk_under_the_events_is_reported_once_and_training_goes_on(
 
 
 @pytest.mark.parametrize("value, message", [
-    ("accuracy", "training.stop_metric must be one of bleu, chrf, loss, per, wer. "
+    ("accuracy", "training.stop_metric must be one of bleu, chrf, loss, alignment, per, wer. "
                  "Received: training.stop_metric='accuracy'"),
-    ("wer", "training.stop_metric must be bleu, chrf or loss for a translation task "
+    ("wer", "training.stop_metric must be bleu, chrf, loss or alignment for a translation task "
             "(data.format=bundled). Received: training.stop_metric=wer"),
 ])
 def test_a_bad_stop_metric_is_one_line_before_tensorflow(tmp_path, value, message):

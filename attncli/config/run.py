@@ -61,6 +61,12 @@ class RunConfig:
                 f"training.stop_metric={self.training.stop_metric}"
             )
         guided = self.training.guided_alignment
+        if self.training.stop_metric == "alignment" and guided is None:
+            raise ValueError(
+                "training.stop_metric alignment is guided alignment's loss on the "
+                "validation pairs: set training.guided_alignment and data.alignments, or "
+                "choose another stop_metric"
+            )
         if (guided is None) != (self.data.alignments is None):
             raise ValueError(
                 "training.guided_alignment trains on the word alignments of data.alignments: "

@@ -10,7 +10,8 @@ from attncli.config.schema import check_choices
 
 # The `stop_metric`s of each task, its own first (`attncli.training.stop_metric` compares
 # them).
-STOP_METRICS = {"translation": ("bleu", "chrf", "loss"), "pronunciation": ("wer", "per", "loss")}
+STOP_METRICS = {"translation": ("bleu", "chrf", "loss", "alignment"),
+                "pronunciation": ("wer", "per", "loss")}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -268,11 +269,15 @@ class LoopConfig(TrainingConfig):
         patience: int or None, stop after this many evaluations without a better
             `stop_metric`. Defaults to None (never stop early).
         stop_metric: the validation figure that chooses the kept model and counts
-            `patience`: `"bleu"`, `"chrf"` or `"loss"` (`valid_loss`, the training
-            objective on the whole validation split) for translation; `"wer"`,
+            `patience`: `"bleu"`, `"chrf"`, `"loss"` (`valid_loss`, the training
+            objective on the whole validation split) or, with guided alignment,
+            `"alignment"` (`valid_alignment_loss`, its loss over the links of
+            validation pairs carved from the training file) for translation; `"wer"`,
             `"per"` or `"loss"` for pronunciation. BLEU, chrF: higher is better;
-            loss, PER, WER: lower. None is the task's own, BLEU or WER. A resumed run
-            keeps the one it started with. Defaults to None.
+            losses, PER, WER: lower. None is the task's own, BLEU or WER, except that
+            a run training an alignment layer alone (`freeze_translation`) keeps the
+            layer with the best `"alignment"` when it can be measured, else the latest.
+            A resumed run keeps the one it started with. Defaults to None.
         seed: int in [0, 2**32 - 1], seeds weights, dropout and data order. Defaults to 0.
         checkpoint_every: int >= 1, steps between checkpoints (one is also written
             at the end of each epoch and on interruption). Defaults to 500.
@@ -304,7 +309,7 @@ class LoopConfig(TrainingConfig):
     epochs: int = 10
     max_minutes: float | None = None
     patience: int | None = None
-    stop_metric: Literal["bleu", "chrf", "loss", "per", "wer"] | None = None
+    stop_metric: Literal["bleu", "chrf", "loss", "alignment", "per", "wer"] | None = None
     seed: int = 0
     checkpoint_every: int = 500
     eval_sentences: int | None = 500

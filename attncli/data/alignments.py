@@ -70,6 +70,21 @@ def read_pair_links(path, corpus, limit=None):
     return pair_links(corpus, read_alignments(path, corpus.report.lines, limit), path)
 
 
+def read_split_links(path, splits, limit=None):
+    """The word links of the training pairs of `splits`, and of its validation pairs
+    when they were carved from the training file (they share its report), from `path`.
+
+    Returns:
+        `(train_links, valid_links)`: `pair_links` of each; `valid_links` is None for a
+        validation split read from a file of its own, which `path` does not cover.
+    """
+    alignments = read_alignments(path, splits.train.report.lines, limit)
+    valid = None
+    if splits.valid.report is splits.train.report:
+        valid = pair_links(splits.valid, alignments, path)
+    return pair_links(splits.train, alignments, path), valid
+
+
 def pair_links(corpus, alignments, path):
     """The word links of each pair of `corpus` (read from a file: `corpus.lines`),
     checked to fall within its words.

@@ -22,7 +22,7 @@ import keras
 import tensorflow as tf
 
 from attncli.config.data import data_paths, read_splits
-from attncli.data.alignments import piece_links, read_pair_links
+from attncli.data.alignments import piece_links, read_split_links
 from attncli.data.pipeline import PipelineStats, encode_pairs
 from attncli.data.tokenization import Tokenizer
 from attncli.errors import AttncliError, first_line
@@ -185,11 +185,18 @@ def build_training(config, run, progress, data_dir=None, resume=False, strategy=
                if corpus.report is not None and corpus.report.bad_lines}
     for report in reports.values():
         progress.message(f"{report.summary()}; skipped")
-    word_links = None
+    word_links = valid_word_links = None
     if config.data.alignments is not None:
-        word_links = read_pair_links(
-            data_paths(config.data, data_dir)["alignments"], splits.train, config.data.limit
+        word_links, valid_word_links = read_split_links(
+            data_paths(config.data, data_dir)["alignments"], splits, config.data.limit
         )
+        if valid_word_links is None and StopMetric.of(config).name == "alignment":
+            raise AttncliError(
+                "training.stop_metric alignment is measured on the validation pairs' "
+                "links, and data.alignments covers the training file only: carve the "
+                "validation pairs from it (data.valid: null, data.valid_size) or choose "
+                "another stop_metric"
+            )
     init_from = read_record(run)
     _stage(progress, "reading the vocabularies" if resume or init_from
            else "learning the vocabularies")
@@ -240,23 +247,20 @@ def build_training(config, run, progress, data_dir=None, resume=False, strategy=
     restored = False
     if resume:
         restored = restore_checkpoint(checkpoint, workers, run, progress, position, config)
-        raise_to_kept_model(position, workers, run, config)
+        raise_to_kept_model(position, workers, run, config,
+                            held_out_links=valid_word_links is not None)
     if init_from is not None and not restored:
         load_initial_weights(model, init_from, progress)
     data = config.data
     stats = PipelineStats()
-    links = None
+    links = valid_links = None
     if word_links is not None:
         _stage(progress, "moving the alignments onto pieces")
-        links, unmatched = piece_links(
-            splits.train, word_links, source_tokenizer, target_tokenizer
-        )
-        if unmatched:
-            progress.message(
-                f"data.alignments: the pieces of {unmatched} pairs do not follow their "
-                "words (tokenized alone, the words are not the sentence's pieces); "
-                "trained without their links"
-            )
+        links = _piece_links(splits.train, word_links, source_tokenizer, target_tokenizer,
+                             progress, "trained")
+    if valid_word_links is not None:
+        valid_links = _piece_links(splits.valid, valid_word_links, source_tokenizer,
+                                   target_tokenizer, progress, "validated")
     _stage(progress, "encoding the pairs")
     encoded = encode_pairs(
         splits.train, source_tokenizer, target_tokenizer,
@@ -264,7 +268,7 @@ def build_training(config, run, progress, data_dir=None, resume=False, strategy=
     )
     valid_encoded = encode_pairs(
         splits.valid, source_tokenizer, target_tokenizer,
-        max_length=None, source_end=data.source_end,
+        max_length=None, source_end=data.source_end, links=valid_links,
     )
     return TrainingParts(
         config=config, run=run, workers=workers, splits=splits,
@@ -273,6 +277,18 @@ def build_training(config, run, progress, data_dir=None, resume=False, strategy=
         encoded=encoded, valid_encoded=valid_encoded, stats=stats, init_from=init_from,
         gradient_sums=sums,
     )
+
+
+def _piece_links(corpus, word_links, source_tokenizer, target_tokenizer, progress, use):
+    """`piece_links` of `corpus`, telling `progress` how many pairs lose their links."""
+    links, unmatched = piece_links(corpus, word_links, source_tokenizer, target_tokenizer)
+    if unmatched:
+        progress.message(
+            f"data.alignments: the pieces of {unmatched} pairs do not follow their "
+            "words (tokenized alone, the words are not the sentence's pieces); "
+            f"{use} without their links"
+        )
+    return links
 
 
 @contextlib.contextmanager
@@ -476,14 +492,15 @@ def restore_checkpoint(checkpoint, workers, run, progress, position, config):
     return True
 
 
-def raise_to_kept_model(position, workers, run, config):
+def raise_to_kept_model(position, workers, run, config, held_out_links=False):
     """Make the best metric at least the kept model's, so that no worse model replaces it.
 
     A run resumed from an older checkpoint (the newest damaged) restores the best
     metric of that time, which may be below the model kept since. The kept model's
-    figure is read from its metadata (`valid_loss` for `stop_metric: loss`).
+    figure is read from its metadata (`valid_loss` for `stop_metric: loss`);
+    `held_out_links` as for `StopMetric.of`.
     """
-    metric = StopMetric.of(config)
+    metric = StopMetric.of(config, held_out_links)
     value = saved_metadata(run.model_dir).get(metric.figure)
     kept = -math.inf
     if not isinstance(value, bool) and isinstance(value, (int, float)):

@@ -19,7 +19,10 @@ the cross-entropy loss of both papers (Chen et al. also try a squared error), av
 over the linked target tokens where Garg et al. average over all target tokens: a pair
 with few links is not diluted by its unlinked words. A pair without links adds nothing,
 neither to the sum nor to N. Validation's loss stays the
-translation loss.
+translation loss; validation also reports `L_align` over the validation pairs' links,
+`valid_alignment_loss`, when they have links (a split carved from the training file),
+and `training.stop_metric: alignment` keeps the model that minimises it
+(`make_guided_eval_step`).
 
 With an alignment layer (`model.alignment_layer`) the supervised weights are that
 layer's, whose inputs are cut from the gradient: `L_align` trains the layer alone and
@@ -30,7 +33,10 @@ the translation loss the rest; with `freeze_translation` only the layer is train
 import numpy as np
 import tensorflow as tf
 
-from attncli.training.steps import longest_source_first, output_logits, summed_cross_entropy
+from attncli.training.steps import (
+    GUIDED_SIGNATURE, evaluation_losses, longest_source_first, output_logits,
+    summed_cross_entropy,
+)
 
 #: The smallest normal float32. `log a` is read as `log max(a, TINY)`: finite where a
 #: weight is 0 (a masked position, outside a local window), and the same wherever a
@@ -88,3 +94,31 @@ def guided_objective(model, config, inputs, labels):
               "links": links}
     return translation + guided.weight * alignment, report
 
+
+def make_guided_eval_step(model, config):
+    """A compiled step of guided alignment's validation, updating nothing.
+
+    On a batch `((source_ids, target_in_ids), (target_out, gold))` it returns
+    `make_eval_step`'s `{"loss", "nll", "tokens"}` and `{"alignment_sum", "links"}`,
+    `alignment_loss`'s sum and N for the supervised attention run as it translates
+    (no dropout): over a split, `sum(alignment_sum) / sum(links)` is `L_align` per
+    linked target token.
+
+    Args:
+        model: a `Seq2Seq`.
+        config: the `TrainingConfig`, with `guided_alignment`.
+    """
+    supervised = config.guided_alignment.supervised(model.config)
+
+    @tf.function(input_signature=GUIDED_SIGNATURE)
+    def eval_step(inputs, labels):
+        target_out, gold = labels
+        features, weights = model.features(inputs, training=False,
+                                           cross_attention=supervised)
+        logits, token_labels, mask = output_logits(model, features, target_out,
+                                                   config.logits_on)
+        alignment_sum, links = alignment_loss(weights, gold)
+        return {**evaluation_losses(logits, token_labels, mask, config.label_smoothing),
+                "alignment_sum": alignment_sum, "links": links}
+
+    return eval_step

@@ -224,14 +224,14 @@ def output_logits(model, features, target_out, logits_on="tokens"):
     return model.decoder.output_layer(features), target_out, mask
 
 
-_BATCH_SIGNATURE = (
+BATCH_SIGNATURE = (
     (tf.TensorSpec((None, None), tf.int32), tf.TensorSpec((None, None), tf.int32)),
     tf.TensorSpec((None, None), tf.int32),
 )
 # Guided alignment's batches: the labels are `(target_out, gold)`.
-_GUIDED_SIGNATURE = (
-    _BATCH_SIGNATURE[0],
-    (_BATCH_SIGNATURE[1], tf.TensorSpec((None, None, None), tf.float32)),
+GUIDED_SIGNATURE = (
+    BATCH_SIGNATURE[0],
+    (BATCH_SIGNATURE[1], tf.TensorSpec((None, None, None), tf.float32)),
 )
 
 
@@ -250,11 +250,11 @@ def _objective(config):
     """`translation_objective`, or with `config.guided_alignment` guided alignment's, and
     the signature of their batches."""
     if config.guided_alignment is None:
-        return translation_objective, _BATCH_SIGNATURE
+        return translation_objective, BATCH_SIGNATURE
     # Imported here: the guided loss is built of this module's pieces.
     from attncli.training.guided import guided_objective
 
-    return guided_objective, _GUIDED_SIGNATURE
+    return guided_objective, GUIDED_SIGNATURE
 
 
 class GradientSums(tf.Module):
@@ -504,21 +504,28 @@ def make_eval_step(model, config=None):
     """
     config = config or TrainingConfig()
 
-    @tf.function(input_signature=_BATCH_SIGNATURE)
+    @tf.function(input_signature=BATCH_SIGNATURE)
     def eval_step(inputs, target_out):
         logits, labels, mask = target_logits(
             model, inputs, target_out, training=False, logits_on=config.logits_on
         )
-        tokens = tf.reduce_sum(tf.cast(mask, "int32"))
-        count = tf.cast(tf.maximum(tokens, 1), "float32")
-
-        def mean(losses):
-            return tf.reduce_sum(tf.where(mask, losses, 0.0)) / count
-
-        nll = mean(smoothed_cross_entropy(logits, labels))
-        loss = nll
-        if config.label_smoothing:
-            loss = mean(smoothed_cross_entropy(logits, labels, config.label_smoothing))
-        return {"loss": loss, "nll": nll, "tokens": tokens}
+        return evaluation_losses(logits, labels, mask, config.label_smoothing)
 
     return eval_step
+
+
+def evaluation_losses(logits, labels, mask, label_smoothing=0.0):
+    """`{"loss", "nll", "tokens"}` of `target_logits`'s `(logits, labels, mask)`: the
+    means over the tokens `mask` keeps of the smoothed and the plain cross-entropy, and
+    their number (see `make_eval_step`)."""
+    tokens = tf.reduce_sum(tf.cast(mask, "int32"))
+    count = tf.cast(tf.maximum(tokens, 1), "float32")
+
+    def mean(losses):
+        return tf.reduce_sum(tf.where(mask, losses, 0.0)) / count
+
+    nll = mean(smoothed_cross_entropy(logits, labels))
+    loss = nll
+    if label_smoothing:
+        loss = mean(smoothed_cross_entropy(logits, labels, label_smoothing))
+    return {"loss": loss, "nll": nll, "tokens": tokens}

@@ -11,7 +11,9 @@ import math
 from attncli.config.training import STOP_METRICS
 
 # The metrics whose lower values are better.
-LOWER_IS_BETTER = ("loss", "per", "wer")
+LOWER_IS_BETTER = ("loss", "per", "wer", "alignment")
+# The key of each metric in an evaluation's record, where it is not the metric's name.
+RECORD_KEYS = {"loss": "valid_loss", "alignment": "valid_alignment_loss"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -19,21 +21,31 @@ class StopMetric:
     """One stop metric, compared as a value to maximise.
 
     Args:
-        name: `"bleu"`, `"chrf"`, `"loss"`, `"per"` or `"wer"` (`training.stop_metric`).
+        name: `"bleu"`, `"chrf"`, `"loss"`, `"per"`, `"wer"` or `"alignment"`
+            (`training.stop_metric`).
     """
 
     name: str
 
     @classmethod
-    def of(cls, config):
-        """The stop metric of run configuration `config`: `training.stop_metric`, or the
-        task's own (`"bleu"` for translation, `"wer"` for pronunciation)."""
-        return cls(config.training.stop_metric or STOP_METRICS[config.data.task][0])
+    def of(cls, config, held_out_links=False):
+        """The stop metric of run configuration `config`: `training.stop_metric`, or
+        when it is null the task's own (`"bleu"` for translation, `"wer"` for
+        pronunciation), except for a run that trains an alignment layer alone
+        (`guided_alignment.freeze_translation`), whose translations do not change:
+        `"alignment"` when the validation pairs have links (`held_out_links`)."""
+        if config.training.stop_metric is not None:
+            return cls(config.training.stop_metric)
+        guided = config.training.guided_alignment
+        if held_out_links and guided is not None and guided.freeze_translation:
+            return cls("alignment")
+        return cls(STOP_METRICS[config.data.task][0])
 
     @property
     def figure(self):
-        """The key of the metric in an evaluation's record (`"valid_loss"` for loss)."""
-        return "valid_loss" if self.name == "loss" else self.name
+        """The key of the metric in an evaluation's record (`"valid_loss"` for loss,
+        `"valid_alignment_loss"` for alignment)."""
+        return RECORD_KEYS.get(self.name, self.name)
 
     @property
     def lower_is_better(self):

@@ -165,7 +165,8 @@ class Trainer:
         self.position = parts.position
         self.checkpoints = parts.checkpoints
         self.stats = parts.stats
-        self.stop_metric = StopMetric.of(self.config)
+        self.validator = Validator(parts)
+        self.stop_metric = StopMetric.of(self.config, held_out_links=self.validator.has_links)
         if self.workers.distributed:
             # Its signature is that of the distributed batches, known once they exist.
             self.train_step = make_distributed_train_step(
@@ -176,7 +177,6 @@ class Trainer:
             self.train_step = make_train_step(
                 self.model, self.optimizer, self.config.training, parts.gradient_sums
             )
-        self.validator = Validator(parts)
         self.events = RunEvents(parts, progress, draw_attention)
 
     @classmethod
@@ -392,9 +392,11 @@ class Trainer:
             value = self.workers.agree(self.stop_metric.maximised({**losses, **figures}))
             improved = value > float(self.position.best_metric.numpy())
             guided = self.config.training.guided_alignment
-            if guided is not None and guided.freeze_translation:
-                # The translation does not change: every evaluation keeps the model,
-                # with its alignment layer as trained so far.
+            if (guided is not None and guided.freeze_translation
+                    and self.stop_metric.name != "alignment"):
+                # The translation does not change and the layer cannot be measured on
+                # the validation pairs: every evaluation keeps the model, with its
+                # alignment layer as trained so far.
                 improved = True
             if improved:
                 self.position.best_metric.assign(value)
@@ -402,7 +404,9 @@ class Trainer:
             else:
                 self.position.stale_evaluations.assign_add(1)
             if improved and self.workers.is_chief:
-                self._keep_model(epoch, {"valid_loss": losses["valid_loss"], **figures})
+                kept = {key: losses[key] for key in ("valid_loss", "valid_alignment_loss")
+                        if key in losses}
+                self._keep_model(epoch, {**kept, **figures})
             step = int(self.optimizer.iterations.numpy())
             self.events.evaluation(step, {**losses, **figures})
         record = {

@@ -2,7 +2,8 @@
 
 Validation judges the weights the run keeps: the moving average of the weights when
 `training.average_decay` is set, else the trained ones. It reports the mean loss per
-target token over the whole validation split and the task's metrics (BLEU and chrF, or
+target token over the whole validation split (and guided alignment's loss per linked
+target token, when the validation pairs have word links) and the task's metrics (BLEU and chrF, or
 PER and WER; see `attncli.search.evaluation`) on its first `training.eval_sentences`
 sources, decoded with `training.eval_beam_size`. The test split is scored once, after
 training, by the kept model with the run's decoding settings; it never influences
@@ -22,6 +23,7 @@ from attncli.files import write_json_atomically, write_text_atomically
 from attncli.search.loading import load_model
 from attncli.search.evaluation import evaluate_corpus, reference_normaliser
 from attncli.search.translation import Translator
+from attncli.training.guided import make_guided_eval_step
 from attncli.training.steps import make_eval_step, trained_variables
 
 
@@ -38,7 +40,13 @@ class Validator:
         self.optimizer = parts.optimizer
         self.valid = parts.splits.valid
         self.valid_encoded = parts.valid_encoded
-        self.eval_step = make_eval_step(parts.model, self.config.training)
+        # Guided alignment's validation pairs have links when they were carved from the
+        # training file (`build_training`): the alignment loss is then measured too.
+        self.has_links = parts.valid_encoded.links is not None
+        if self.has_links:
+            self.eval_step = make_guided_eval_step(parts.model, self.config.training)
+        else:
+            self.eval_step = make_eval_step(parts.model, self.config.training)
         self.translator = Translator(
             parts.model, parts.source_tokenizer, parts.target_tokenizer,
             dataclasses.replace(
@@ -67,7 +75,9 @@ class Validator:
 
         Returns:
             `{"loss", "nll"}`: the training objective (label-smoothed when training
-            smooths) and the plain cross-entropy `-log p(y)`.
+            smooths) and the plain cross-entropy `-log p(y)`; with the validation
+            pairs' links (`has_links`) also `"alignment"`, guided alignment's loss per
+            linked target token (`attncli.training.guided`).
         """
         data = self.config.data
         dataset = epoch_batches(
@@ -75,16 +85,24 @@ class Validator:
             shuffle=False, seed=0,
         )
         totals, tokens = {"loss": 0.0, "nll": 0.0}, 0
-        for inputs, target_out in dataset:
-            result = self.eval_step(inputs, target_out)
+        alignment_sum, links = 0.0, 0
+        for inputs, labels in dataset:
+            result = self.eval_step(inputs, labels)
             count = int(result["tokens"])
             for key in totals:
                 totals[key] += float(result[key]) * count
             tokens += count
-        return {key: total / max(tokens, 1) for key, total in totals.items()}
+            if self.has_links:
+                alignment_sum += float(result["alignment_sum"])
+                links += int(result["links"])
+        means = {key: total / max(tokens, 1) for key, total in totals.items()}
+        if self.has_links:
+            means["alignment"] = alignment_sum / max(links, 1)
+        return means
 
     def loss_figures(self, raw_loss=None):
-        """The losses an evaluation records: `valid_loss`, and `valid_nll` when smoothing.
+        """The losses an evaluation records: `valid_loss`, `valid_nll` when smoothing, and
+        `valid_alignment_loss` when the validation pairs have links.
 
         Args:
             raw_loss: the raw weights' loss, recorded as `valid_loss_raw` beside that of
@@ -97,6 +115,8 @@ class Validator:
             figures["valid_loss_raw"] = raw_loss
         if self.config.training.label_smoothing:
             figures["valid_nll"] = valid["nll"]
+        if "alignment" in valid:
+            figures["valid_alignment_loss"] = valid["alignment"]
         return figures
 
     def metric(self):
