@@ -4,6 +4,7 @@ Importable on their own: `from layers import LuongAttention`. Every layer here u
 `keras.ops` only, so it runs on any Keras backend.
 """
 
+from layers.attention_record import AttentionRecord, join_queries
 from layers.bahdanau_attention import BahdanauAttention
 from layers.base_attention import BaseAttention
 from layers.dot_product_attention import DotProductAttention
@@ -14,6 +15,7 @@ from layers.positional_embedding import PositionalEmbedding
 from layers.scaled_dot_self_attention import ScaledDotSelfAttention
 
 __all__ = [
+    "AttentionRecord",
     "BahdanauAttention",
     "LuongAttention",
     "BaseAttention",
@@ -22,5 +24,6 @@ __all__ = [
     "MultiHeadAttention",
     "PositionalEmbedding",
     "ScaledDotSelfAttention",
+    "join_queries",
     "sequence_mask",
 ]

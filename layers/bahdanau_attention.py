@@ -56,13 +56,17 @@ class BahdanauAttention(BaseAttention):
         return_attention_scores: bool, also return the weights. Defaults to False.
         training: bool, whether dropout is active.
         use_causal_mask: bool, forbid attending to later keys. Defaults to False.
+        return_steps: bool, also return the `AttentionRecord` of the call (its
+            query, keys, projected keys, scores, mask, softmax, weights, context).
+            Defaults to False.
 
     A decoder that calls `attend` directly calls `build([query_shape,
     value_shape])` in its own `build`.
 
     Returns:
         context `(batch_size, Tq, value_dim)`, and weights `(batch_size, Tq, Tv)`
-        if `return_attention_scores=True`.
+        if `return_attention_scores=True` (the `AttentionRecord` if
+        `return_steps=True`).
 
     Example:
 

@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from layers.attention_record import AttentionRecord
 from layers.masking import masked_softmax, score_dtype, sequence_mask
 
 
@@ -29,7 +30,8 @@ class BaseAttention(keras.layers.Layer):
     alone (`W_k k` in additive attention, `W_a k` in Luong's general score),
     `project_keys(keys)`: a decoder projects the keys once per source sequence
     and passes them to `attend` at every step. Subclasses that restrict or
-    reweight the keys (local attention) override `score_mask` and `reweight`.
+    reweight the keys (local attention) override `score_mask` and `reweight`, and
+    `record_window` to report how (`return_steps`).
 
     Args:
         dropout: float in `[0, 1)`, the fraction of attention weights dropped while
@@ -58,10 +60,16 @@ class BaseAttention(keras.layers.Layer):
             phase.
         use_causal_mask: bool; if True, query `t` may only attend to keys
             `s <= t` (self-attention in a decoder). Defaults to False.
+        return_steps: bool; if True, also return the `AttentionRecord` of the call:
+            its query, keys, values, scores, mask, softmax, weights and context
+            (for `inspect-weights --step` and `score-demo`). Not with
+            `return_attention_scores`: the record holds the weights. Defaults to
+            False; without it the call keeps none of them.
 
     Returns:
         context: `(batch_size, Tq, value_dim)`.
         weights: `(batch_size, Tq, Tv)`, if `return_attention_scores=True`.
+        record: an `AttentionRecord`, if `return_steps=True`.
     """
 
     def __init__(self, dropout=0.0, seed=None, **kwargs):
@@ -109,6 +117,7 @@ class BaseAttention(keras.layers.Layer):
         return_attention_scores=False,
         training=None,
         use_causal_mask=False,
+        return_steps=False,
     ):
         query, value, key = self._unpack_inputs(inputs)
         query_mask, value_mask = self._unpack_masks(mask, value, valid_lengths)
@@ -121,6 +130,7 @@ class BaseAttention(keras.layers.Layer):
             return_attention_scores=return_attention_scores,
             training=training,
             use_causal_mask=use_causal_mask,
+            return_steps=return_steps,
         )
 
     def attend(
@@ -135,6 +145,7 @@ class BaseAttention(keras.layers.Layer):
         use_causal_mask=False,
         query_positions=None,
         projected_keys=None,
+        return_steps=False,
     ):
         """The computation behind `call`, on plain tensors and masks.
 
@@ -143,6 +154,12 @@ class BaseAttention(keras.layers.Layer):
         (`(batch_size, Tq)` integers, defaulting to `0 .. Tq-1`) tells local
         attention which target step each query is.
         """
+        if return_steps and return_attention_scores:
+            raise ValueError(
+                "Give `return_attention_scores` or `return_steps`, not both: the "
+                "record holds the weights. Received: return_attention_scores=True, "
+                "return_steps=True"
+            )
         if projected_keys is None:
             projected_keys = self.project_keys(key)
         scores = self.score_projected(query, projected_keys)
@@ -150,9 +167,9 @@ class BaseAttention(keras.layers.Layer):
         if use_causal_mask:
             causal = self._causal_mask(ops.shape(scores)[-2], ops.shape(scores)[-1])
             allowed = causal if allowed is None else ops.logical_and(allowed, causal)
-        # weights: float32 for half-precision inputs, as the scores are
-        weights = masked_softmax(scores, allowed)
-        weights = self.reweight(weights, query, key, value_mask, query_positions)
+        # softmax and weights: float32 for half-precision inputs, as the scores are
+        softmax = masked_softmax(scores, allowed)
+        weights = self.reweight(softmax, query, key, value_mask, query_positions)
         if training and self.dropout > 0.0:
             weights = keras.random.dropout(
                 weights, self.dropout, seed=self.seed_generator
@@ -164,9 +181,23 @@ class BaseAttention(keras.layers.Layer):
         if query_mask is not None:
             query_mask = ops.cast(ops.expand_dims(query_mask, -1), context.dtype)
             context = context * query_mask
+        if return_steps:
+            mask = (ops.ones_like(scores, dtype="bool") if allowed is None
+                    else ops.broadcast_to(allowed, ops.shape(scores)))
+            record = AttentionRecord(
+                query=query, keys=key, values=value, scores=scores, mask=mask,
+                softmax=softmax, weights=weights, context=context,
+                projected_keys=projected_keys,
+            )
+            return context, self.record_window(record, value_mask, query_positions)
         if return_attention_scores:
             return context, weights
         return context
+
+    def record_window(self, record, value_mask, query_positions=None):
+        """The `record` with what restricted its keys beyond the mask (local
+        attention's window centres and Gaussian). Nothing here."""
+        return record
 
     def _unpack_inputs(self, inputs):
         if not isinstance(inputs, (list, tuple)) or len(inputs) not in (2, 3):
@@ -215,7 +246,13 @@ class BaseAttention(keras.layers.Layer):
         return tuple(query_shape[:-1]) + (value_shape[-1],)
 
     def compute_output_spec(self, inputs, mask=None, return_attention_scores=False,
-                            **kwargs):
+                            return_steps=False, **kwargs):
+        if return_steps:
+            raise ValueError(
+                "`return_steps=True` records a call on tensors: a symbolic call's "
+                "outputs must all be tensors, and a record's optional parts are None. "
+                "Received: return_steps=True on symbolic inputs"
+            )
         query, value, key = self._unpack_inputs(inputs)
         context = keras.KerasTensor(
             self.compute_output_shape([query.shape, value.shape]),

@@ -85,6 +85,9 @@ class LuongAttention(BaseAttention):
         return_attention_scores: bool, also return the weights. Defaults to False.
         training: bool, whether dropout is active.
         use_causal_mask: bool, forbid attending to later keys. Defaults to False.
+        return_steps: bool, also return the `AttentionRecord` of the call, with
+            local attention's window centres `p_t` and local-p's Gaussian. Defaults
+            to False.
 
     A decoder stepping one query at a time calls `attend(query, value, key,
     value_mask=..., query_positions=..., projected_keys=...)` with
@@ -94,7 +97,8 @@ class LuongAttention(BaseAttention):
 
     Returns:
         context `(batch_size, Tq, value_dim)`, and weights `(batch_size, Tq, Tv)`
-        if `return_attention_scores=True`.
+        if `return_attention_scores=True` (the `AttentionRecord` if
+        `return_steps=True`).
 
     Example:
 
@@ -241,20 +245,37 @@ class LuongAttention(BaseAttention):
         allowed = super().score_mask(query, keys, value_mask, query_positions)
         if self.alignment == "global":
             return allowed
-        offsets = self._offsets(query, keys, value_mask, query_positions)
+        centres = self.aligned_positions(query, keys, value_mask, query_positions)
+        offsets = self._offsets(keys, value_mask, centres)
         in_window = ops.less_equal(ops.abs(offsets), float(self.window))
         return in_window if allowed is None else ops.logical_and(allowed, in_window)
 
     def reweight(self, weights, query, keys, value_mask, query_positions=None):
         if self.alignment != "local-p":
             return weights
-        offsets = self._offsets(query, keys, value_mask, query_positions)
-        sigma = self.window / 2.0
-        gaussian = ops.exp(-ops.square(offsets) / (2.0 * sigma**2))
+        centres = self.aligned_positions(query, keys, value_mask, query_positions)
+        gaussian = self._gaussian(self._offsets(keys, value_mask, centres))
         return weights * ops.cast(gaussian, weights.dtype)
 
-    def _offsets(self, query, keys, value_mask, query_positions):
-        """`s - p_t` for every query and key, float32 `(batch_size, Tq, Tv)`."""
+    def record_window(self, record, value_mask, query_positions=None):
+        """The record with the window centres `p_t` and, for local-p, the Gaussian."""
+        if self.alignment == "global":
+            return record
+        centres = self.aligned_positions(record.query, record.keys, value_mask,
+                                         query_positions)
+        gaussian = None
+        if self.alignment == "local-p":
+            gaussian = self._gaussian(self._offsets(record.keys, value_mask, centres))
+        return record._replace(aligned_positions=centres, gaussian=gaussian)
+
+    def _gaussian(self, offsets):
+        """`exp(-(s - p_t)² / (2σ²))`, `σ = D / 2` (eq. 10), for offsets `s - p_t`."""
+        sigma = self.window / 2.0
+        return ops.exp(-ops.square(offsets) / (2.0 * sigma**2))
+
+    def _offsets(self, keys, value_mask, centres):
+        """`s - p_t` for every query and key, float32 `(batch_size, Tq, Tv)`, from
+        the window centres `p_t` `(batch_size, Tq)`."""
         if value_mask is None:
             # positions: 1 x Tv
             positions = ops.expand_dims(ops.arange(ops.shape(keys)[1], dtype="float32"), 0)
@@ -262,7 +283,6 @@ class LuongAttention(BaseAttention):
             # positions: batch x Tv, counting valid keys only (padding keeps the
             # count of the last valid key before it, and is masked anyway)
             positions = ops.cumsum(ops.cast(value_mask, "float32"), axis=-1) - 1.0
-        centres = self.aligned_positions(query, keys, value_mask, query_positions)
         return ops.expand_dims(positions, -2) - ops.expand_dims(centres, -1)
 
     def get_config(self):

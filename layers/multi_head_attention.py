@@ -114,12 +114,19 @@ class MultiHeadAttention(BaseAttention):
             learning phase.
         use_causal_mask: bool; query `t` attends only to keys `s <= t` (with
             `Tq == Tv`; see above for `Tq < Tv`). Defaults to False.
+        return_steps: bool; also return the `AttentionRecord` of every head:
+            each head's query `x W_q^i + b_q^i`, keys `x_s W_k^i + b_k^i` (and the
+            score's key term as `projected_keys`), values, scores, mask, softmax,
+            weights and context (before `W_o`), with a heads axis after the batch,
+            and the inputs the heads projected (`query_input`, `key_input`).
+            Defaults to False.
 
     Returns:
         output `(batch_size, Tq, output_dim)` (`(batch_size, Tq, num_heads *
         value_dim)` without the output projection), and the weights
-        `(batch_size, num_heads, Tq, Tv)` if `return_attention_scores=True`. The
-        output carries the query's Keras mask.
+        `(batch_size, num_heads, Tq, Tv)` if `return_attention_scores=True` (the
+        `AttentionRecord` if `return_steps=True`). The output carries the query's
+        Keras mask.
 
     Cache methods (the layer must be built, e.g. by
     `build([query_shape, value_shape])` in the decoder's own `build`):
@@ -130,8 +137,9 @@ class MultiHeadAttention(BaseAttention):
             the score's key term, e.g. `W_k k` of the additive score).
         `attend_projected(query, keys, values, query_mask=None,
             value_mask=None, return_attention_scores=False, training=None,
-            use_causal_mask=False)`: the call's result for a query
-            `(batch_size, Tq, query_dim)` against those keys and values.
+            use_causal_mask=False, return_steps=False)`: the call's result for a
+            query `(batch_size, Tq, query_dim)` against those keys and values (a
+            record's `keys` are then the keys given, the score's key term in them).
 
     Example:
 
@@ -290,10 +298,19 @@ class MultiHeadAttention(BaseAttention):
         cols = ops.expand_dims(ops.arange(num_keys), 0)
         return ops.expand_dims(ops.greater_equal(rows, cols), 0)
 
-    def attend(self, query, value, key, **kwargs):
+    def attend(self, query, value, key, return_steps=False, **kwargs):
         """`attend_projected(query, *project_key_value(value, key), **kwargs)`."""
-        keys, values = self.project_key_value(value, key)
-        return self.attend_projected(query, keys, values, **kwargs)
+        if not return_steps:
+            keys, values = self.project_key_value(value, key)
+            return self.attend_projected(query, keys, values, **kwargs)
+        # The record names each head's keys before the score's term in them (k W_a,
+        # ...), which `project_keys` adds and the record keeps as `projected_keys`.
+        head_keys = self._split_heads(key, self.W_k, self.b_k, self.key_dim)
+        output, record = self.attend_projected(
+            query, self.score_layer.project_keys(head_keys), self.project_values(value),
+            return_steps=True, **kwargs,
+        )
+        return output, record._replace(keys=head_keys, key_input=key)
 
     def attend_projected(
         self,
@@ -305,20 +322,23 @@ class MultiHeadAttention(BaseAttention):
         return_attention_scores=False,
         training=None,
         use_causal_mask=False,
+        return_steps=False,
     ):
         """Attend queries `(batch_size, Tq, query_dim)` to per-head `keys` and
         `values` from `project_key_value`; see the class docstring."""
-        # context: batch x heads x Tq x value_dim; weights: batch x heads x Tq x Tv.
-        # The query mask is applied to the output below, after the heads merge.
+        # context: batch x heads x Tq x value_dim; weights: batch x heads x Tq x Tv
+        # (or the record holding them). The query mask is applied to the output
+        # below, after the heads merge.
         context, weights = super().attend(
             query,
             values,
             keys,
             value_mask=value_mask,
-            return_attention_scores=True,
+            return_attention_scores=not return_steps,
             training=training,
             use_causal_mask=use_causal_mask,
             projected_keys=keys,
+            return_steps=return_steps,
         )
         batch_size, num_queries = ops.shape(query)[0], ops.shape(query)[1]
         # batch x Tq x heads x value_dim -> batch x Tq x (heads * value_dim)
@@ -332,6 +352,11 @@ class MultiHeadAttention(BaseAttention):
                 output = output + ops.cast(self.b_o, output.dtype)
         if query_mask is not None:
             output = output * ops.cast(ops.expand_dims(query_mask, -1), output.dtype)
+        if return_steps:
+            # The heads' own queries x W_q^i + b_q^i: the score took them times
+            # 1/sqrt(d_k) for scaled_dot, which its formula shows instead.
+            queries = self._split_heads(query, self.W_q, self.b_q, self.key_dim)
+            return output, weights._replace(query=queries, query_input=query)
         if return_attention_scores:
             return output, weights
         return output
@@ -341,7 +366,10 @@ class MultiHeadAttention(BaseAttention):
         return tuple(query_shape[:-1]) + (self._output_dim(query_shape[-1]),)
 
     def compute_output_spec(self, inputs, mask=None, return_attention_scores=False,
-                            **kwargs):
+                            return_steps=False, **kwargs):
+        if return_steps:  # refused by BaseAttention
+            return super().compute_output_spec(inputs, mask=mask, return_steps=True,
+                                               **kwargs)
         query, value, _ = self._unpack_inputs(inputs)
         output = keras.KerasTensor(
             self.compute_output_shape([query.shape, value.shape]),

@@ -55,11 +55,15 @@ class ScaledDotSelfAttention(DotProductAttention):
             False.
         training: bool, whether dropout is applied. Defaults to the Keras
             learning phase.
+        return_steps: bool; also return the `AttentionRecord` of the call: `Q`,
+            `K`, `V`, the scores, mask, softmax, weights and output, and `X` as
+            `query_input` and `key_input`. Defaults to False.
 
     Returns:
         output `(batch_size, T, value_dim)`, and the weights (after softmax)
-        `(batch_size, T, T)` if `return_attention_scores=True`. The output
-        carries the input's Keras mask.
+        `(batch_size, T, T)` if `return_attention_scores=True` (the
+        `AttentionRecord` if `return_steps=True`). The output carries the
+        input's Keras mask.
 
     Example:
 
@@ -133,6 +137,7 @@ class ScaledDotSelfAttention(DotProductAttention):
         use_causal_mask=False,
         return_attention_scores=False,
         training=None,
+        return_steps=False,
     ):
         if valid_lengths is not None:
             length_mask = sequence_mask(valid_lengths, ops.shape(inputs)[1])
@@ -142,7 +147,7 @@ class ScaledDotSelfAttention(DotProductAttention):
         elif mask is not None:
             mask = ops.cast(mask, "bool")
         queries, keys, values = self.project(inputs)
-        return self.attend(
+        result = self.attend(
             queries,
             values,
             keys,
@@ -151,7 +156,12 @@ class ScaledDotSelfAttention(DotProductAttention):
             return_attention_scores=return_attention_scores,
             training=training,
             use_causal_mask=use_causal_mask,
+            return_steps=return_steps,
         )
+        if return_steps:
+            output, record = result
+            return output, record._replace(query_input=inputs, key_input=inputs)
+        return result
 
     def compute_mask(self, inputs, mask=None):
         return mask
@@ -160,7 +170,10 @@ class ScaledDotSelfAttention(DotProductAttention):
         return tuple(input_shape[:-1]) + (self.value_dim or self.key_dim,)
 
     def compute_output_spec(self, inputs, mask=None, return_attention_scores=False,
-                            **kwargs):
+                            return_steps=False, **kwargs):
+        if return_steps:  # refused by BaseAttention
+            return super().compute_output_spec(inputs, mask=mask, return_steps=True,
+                                               **kwargs)
         output = keras.KerasTensor(
             self.compute_output_shape(inputs.shape), dtype=self.compute_dtype
         )

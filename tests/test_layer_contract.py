@@ -13,6 +13,8 @@ per property, run over every entry:
   a zero output; masks, key masks and valid lengths agree and combine with AND;
 - dropout acts only while training, scales the kept weights by `1 / (1 - rate)`, and
   is reproducible by its seed;
+- the record of `return_steps=True` holds what the call computed: its output and
+  weights, each head's projections, the softmax of its scores over its mask;
 - gradients reach every trainable weight and every float input;
 - float16 and bfloat16 (pure and mixed policies) give no NaN and the float32 result
   within their precision.
@@ -41,7 +43,7 @@ from layers import (
     PositionalEmbedding,
     ScaledDotSelfAttention,
 )
-from numpy_attention import lengths_to_mask
+from numpy_attention import lengths_to_mask, reference_softmax
 
 BATCH = 3
 VOCAB = 20
@@ -113,6 +115,16 @@ class CrossAttentionInputs:
         kwargs.setdefault("mask", [arrays["query_mask"], arrays["value_mask"]])
         return layer([arrays["query"], arrays["values"], arrays["keys"]],
                      return_attention_scores=True, **kwargs)
+
+    def record(self, layer, arrays, **kwargs):
+        """`(output, record)` of the call with `return_steps=True`."""
+        return layer([arrays["query"], arrays["values"], arrays["keys"]],
+                     mask=[arrays["query_mask"], arrays["value_mask"]], return_steps=True,
+                     **kwargs)
+
+    def inputs(self, arrays):
+        """`(query input, key input, value input)` of the call."""
+        return arrays["query"], arrays["keys"], arrays["values"]
 
     def allowed(self, arrays):
         """`(batch_size, Tq, Tv)`: the keys each query may give weight to."""
@@ -190,6 +202,12 @@ class SelfAttentionInputs:
     def call(self, layer, arrays, **kwargs):
         kwargs.setdefault("mask", arrays["mask"])
         return layer(arrays["inputs"], return_attention_scores=True, **kwargs)
+
+    def record(self, layer, arrays, **kwargs):
+        return layer(arrays["inputs"], mask=arrays["mask"], return_steps=True, **kwargs)
+
+    def inputs(self, arrays):
+        return (arrays["inputs"],) * 3
 
     def allowed(self, arrays):
         shape = (BATCH, self.length, self.length)
@@ -270,6 +288,9 @@ class LayerSpec:
 
     def call(self, layer, arrays, **kwargs):
         return self.inputs.call(layer, arrays, **{**self.call_kwargs, **kwargs})
+
+    def record(self, layer, arrays):
+        return self.inputs.record(layer, arrays, **self.call_kwargs)
 
     @property
     def has_weights_output(self):
@@ -428,6 +449,68 @@ def test_masks_key_masks_and_valid_lengths_agree(spec):
         for one, other in zip(spec.call(layer, arrays, **first),
                               spec.call(layer, arrays, **second)):
             np.testing.assert_array_equal(numpy_of(one), numpy_of(other))
+
+
+def projected(inputs, kernel, bias, heads):
+    """`x W + b` in NumPy, with its heads on their own axis: `(batch, heads, T, d)`."""
+    kernel = numpy_of(kernel).astype("float64")
+    result = inputs.astype("float64") @ kernel
+    if bias is not None:
+        result = result + numpy_of(bias)
+    if heads is None:
+        return result
+    return result.reshape(*result.shape[:2], heads, -1).transpose(0, 2, 1, 3)
+
+
+@every_attention_layer
+def test_the_record_holds_what_the_call_computed(spec):
+    """`return_steps=True` returns the output and weights of the same call, with the
+    record: a projecting layer's queries, keys and values are `x W + b` per head; the
+    softmax is the softmax of its scores over its mask (NumPy), its weights that
+    softmax (local-p: times its Gaussian), its context the weights times the values;
+    the mask keeps padding (and later positions, and keys outside a window) out."""
+    layer = spec.make()
+    arrays = spec.inputs.arrays()
+    output, weights = (numpy_of(t) for t in spec.call(layer, arrays))
+    recorded, record = spec.record(layer, arrays)
+    np.testing.assert_array_equal(numpy_of(recorded), output)
+    np.testing.assert_array_equal(numpy_of(record.weights), weights)
+    mask = numpy_of(record.mask) > 0.5
+    assert mask.shape == weights.shape and not np.any(mask & ~spec.inputs.allowed(arrays))
+    if not (spec.kwargs.get("alignment", "global") != "global"
+            or spec.call_kwargs.get("use_causal_mask")):
+        np.testing.assert_array_equal(mask, spec.inputs.allowed(arrays))
+    scores = numpy_of(record.scores).astype("float64")
+    softmax = reference_softmax(scores, mask)
+    np.testing.assert_allclose(numpy_of(record.softmax), softmax, rtol=1e-5, atol=1e-7)
+    gaussian = 1.0 if record.gaussian is None else numpy_of(record.gaussian)
+    np.testing.assert_allclose(weights, softmax * gaussian, rtol=1e-5, atol=1e-7)
+    values = numpy_of(record.values).astype("float64")
+    context = weights @ values
+    if context.ndim == 3:  # one head: zero at a padded query (heads: W_o's output is)
+        context = context * spec.inputs.output_mask(arrays)[:, :, None]
+    np.testing.assert_allclose(numpy_of(record.context), context, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(numpy_of(record.weighted_values()).sum(-2),
+                               weights @ values, rtol=1e-5, atol=1e-6)
+    if isinstance(layer, (MultiHeadAttention, ScaledDotSelfAttention)):  # projects x
+        x, x_keys, x_values = spec.inputs.inputs(arrays)
+        heads = getattr(layer, "num_heads", None)
+        np.testing.assert_array_equal(numpy_of(record.query_input), x)
+        np.testing.assert_array_equal(numpy_of(record.key_input), x_keys)
+        for part, inputs, kernel, bias in (("query", x, layer.W_q, layer.b_q),
+                                           ("keys", x_keys, layer.W_k, layer.b_k),
+                                           ("values", x_values, layer.W_v, layer.b_v)):
+            np.testing.assert_allclose(numpy_of(getattr(record, part)),
+                                       projected(inputs, kernel, bias, heads),
+                                       rtol=1e-5, atol=1e-5, err_msg=part)
+        score = (layer.score_name if isinstance(layer, MultiHeadAttention)
+                 else "scaled_dot" if layer.use_scale else "dot")
+        if score in ("scaled_dot", "dot"):  # q · k, over sqrt(d_k) when scaled
+            query, keys = (numpy_of(p).astype("float64") for p in (record.query, record.keys))
+            expected = query @ np.swapaxes(keys, -1, -2)
+            if score == "scaled_dot":
+                expected = expected / np.sqrt(query.shape[-1])
+            np.testing.assert_allclose(scores, expected, rtol=1e-5, atol=1e-5)
 
 
 @every_layer_with_dropout
