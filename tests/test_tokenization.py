@@ -1,16 +1,30 @@
+import hashlib
+import json
 import re
 import unicodedata
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
 import tensorflow as tf
 from shared_data import shared_data
 
+from attncli.config.data import LEVELS
+from attncli.data.levels import Level
 from attncli.data.readers import read_parallel, read_pronunciations, read_tsv
 from attncli.errors import AttncliError
-from attncli.data.tokenization import SPACE_TOKEN, TUTORIAL_NORMALIZATION, Tokenizer
+from attncli.data.text_rules import SPACE_TOKEN
+from attncli.data.tokenization import LEVEL_CLASSES, TUTORIAL_NORMALIZATION, Tokenizer
 from attncli.data.vocabulary import END, PAD, START, UNK
+
+#: What each level gave before the levels became classes (`recorded_levels`).
+LEVELS_FIXTURE = Path(__file__).parent / "fixtures" / "tokenizer_levels.json"
+#: Tokenizers read from files an earlier attncli wrote.
+SAVED = {
+    "demo": Path(__file__).resolve().parents[1] / "attncli" / "resources" / "models" / "demo",
+    "run-0.1.0": Path(__file__).parent / "fixtures" / "run-0.1.0" / "model",
+}
 
 
 def strings(tensor):
@@ -234,3 +248,81 @@ def test_small_subword_vocabulary_keeps_the_most_frequent_characters(chinese):
     dropped = [c for c in counts if c not in vocabulary.tokens]
     assert kept and dropped
     assert min(counts[c] for c in kept) >= max(counts[c] for c in dropped)
+
+
+def test_the_levels_registry_has_every_level_of_the_settings():
+    assert tuple(LEVEL_CLASSES) == LEVELS
+    for name, level in LEVEL_CLASSES.items():
+        assert issubclass(level, Level) and level.name == name
+
+
+def subword_nmt(tokenizer, texts):
+    """The WordPiece pieces of `texts` written as subword-nmt's BPE (`Mach@@ en`)."""
+    return [" ".join(row).replace(" ##", "@@ ") for row in token_lists(tokenizer.tokenize(
+        tf.constant(texts)))]
+
+
+@pytest.fixture(scope="module")
+def levels(spa, chinese, subword):
+    """A tokenizer of each level with the vocabulary it learned from real text (the
+    `pretokenized` one from the subword tokenizer's pieces written as subword-nmt's),
+    and held-out sentences: Hansards French and English, Tatoeba, Chinese, odd ones."""
+    def learned(tokenizer, texts, size):
+        return tokenizer.with_vocabulary(tokenizer.build_vocabulary(texts, max_size=size))
+
+    sources, targets = list(spa.sources[:600]), list(spa.targets[:600])
+    tokenizers = {
+        "char": learned(Tokenizer("char"), sources + chinese[:150], 300),
+        "word": learned(Tokenizer("word", lowercase=True), sources + targets + chinese[:150],
+                        3000),
+        "subword": subword,
+        "sentencepiece": learned(Tokenizer("sentencepiece", sentencepiece_type="bpe"),
+                                 sources, 500),
+        "pretokenized": learned(Tokenizer("pretokenized", joiner="@@"),
+                                subword_nmt(subword, spa.targets[:1000]), 1000),
+    }
+    held_out = []
+    for name in ("test.fr", "test.en"):
+        with open(shared_data(f"hansards-en-fr/{name}"), encoding="utf-8") as file:
+            held_out += file.read().splitlines()[8:14]
+    held_out += (list(spa.sources[2900:2906]) + list(spa.targets[2900:2906]) + chinese[700:706]
+                 + ["", "  Ça  va ?\tOui. ", "ＡＢＣ ﬁ", "l'homme « qui » dit: 3:30 $30 don't",
+                    "日本語のテキスト。", "\u00a0nbsp\u00a0here ", "e\u0301te\u0301"])
+    return tokenizers, {level: subword_nmt(subword, held_out) if level == "pretokenized"
+                        else held_out for level in tokenizers}
+
+
+def ids_and_text(tokenizer, texts):
+    ids = tokenizer.encode(tf.constant(texts))
+    return {"ids": ids.to_list(), "text": strings(tokenizer.decode(ids))}
+
+
+def recorded_levels(tokenizers, held_out, directory):
+    """What each learned tokenizer (saved into `directory`: its vocabulary and settings)
+    and each tokenizer of `SAVED` does with the held-out sentences. It wrote
+    `LEVELS_FIXTURE` at commit 50f99ad, when one `Tokenizer` class switched on its level."""
+    result = {}
+    for level, tokenizer in tokenizers.items():
+        tokenizer.save(directory, level)
+        result[level] = {
+            "vocabulary": hashlib.sha256("\n".join(tokenizer.vocabulary.tokens).encode()).hexdigest(),
+            "settings": (directory / f"{level}.tokenizer.json").read_text("utf-8"),
+            **ids_and_text(tokenizer, held_out[level]),
+        }
+    for name, saved in SAVED.items():
+        for side in ("source", "target"):
+            result[f"{name}/{side}"] = ids_and_text(Tokenizer.load(saved, side), held_out["word"])
+    return result
+
+
+def test_every_level_gives_the_ids_text_and_files_it_gave(levels, tmp_path):
+    tokenizers, held_out = levels
+    recorded = json.loads(LEVELS_FIXTURE.read_text("utf-8"))
+    assert recorded_levels(tokenizers, held_out, tmp_path) == recorded
+    for level, tokenizer in tokenizers.items():
+        again = Tokenizer.load(tmp_path, level)
+        assert again.get_config() == tokenizer.get_config()
+        assert ids_and_text(again, held_out[level]) == {
+            key: recorded[level][key] for key in ("ids", "text")}
+    assert (tmp_path / "sentencepiece.sentencepiece.model").read_bytes() == (
+        tokenizers["sentencepiece"].sentencepiece_model)

@@ -10,10 +10,18 @@ from typing import Literal
 from attncli.config.schema import check_choices
 from attncli.errors import DataError
 
+#: The tokenizer levels (a class each: `attncli.data.tokenization.LEVEL_CLASSES`).
+LEVELS = ("char", "word", "subword", "sentencepiece", "pretokenized")
+#: The Unicode normal forms a side may apply.
+NORMALIZATIONS = ("NFC", "NFKC", "NFD", "NFKD")
+#: The SentencePiece models the `sentencepiece` level learns.
+SENTENCEPIECE_TYPES = ("unigram", "bpe")
 #: Ends a subword-nmt BPE piece that the next one continues (`Mach@@ en`).
 BPE_JOINER = "@@"
 #: Starts a SentencePiece piece that follows a space (`▁Die ▁Kat ze`).
 SENTENCEPIECE_SPACE = "\u2581"
+#: How `pretokenized` pieces join into text (or null: with spaces).
+JOINERS = (BPE_JOINER, SENTENCEPIECE_SPACE)
 #: What a side's settings would change in the pieces a `pretokenized` side is given.
 _PIECE_CHANGING = ("lowercase", "strip_accents", "drop_pattern")
 
@@ -60,16 +68,16 @@ class SideConfig:
             Defaults to None.
     """
 
-    level: Literal["char", "word", "subword", "sentencepiece", "pretokenized"] = "word"
-    normalization: Literal["NFC", "NFKC", "NFD", "NFKD"] | None = "NFC"
+    level: Literal[LEVELS] = "word"
+    normalization: Literal[NORMALIZATIONS] | None = "NFC"
     lowercase: bool = False
     strip_accents: bool = False
     drop_pattern: str | None = None
     vocab_size: int | None = 8000
     min_count: int = 1
-    sentencepiece_type: Literal["unigram", "bpe"] | None = None
+    sentencepiece_type: Literal[SENTENCEPIECE_TYPES] | None = None
     sentencepiece_model: str | None = None
-    joiner: Literal["@@", "\u2581"] | None = None
+    joiner: Literal[JOINERS] | None = None
     vocab_file: str | None = None
 
     def __post_init__(self):
@@ -154,10 +162,9 @@ def check_level_options(level, *, joiner=None, sentencepiece_type="unigram",
             SentencePiece type, or a `pretokenized` side with settings that would change
             its pieces.
     """
-    joiners = (BPE_JOINER, SENTENCEPIECE_SPACE)
-    if joiner is not None and joiner not in joiners:
+    if joiner is not None and joiner not in JOINERS:
         raise ValueError(
-            f"joiner must be {' or '.join(repr(j) for j in joiners)} or null. "
+            f"joiner must be {' or '.join(repr(j) for j in JOINERS)} or null. "
             f"Received: joiner={joiner!r}"
         )
     if joiner is not None and level != "pretokenized":
@@ -165,9 +172,9 @@ def check_level_options(level, *, joiner=None, sentencepiece_type="unigram",
             f"joiner is for level pretokenized (pieces given in the text); level {level} "
             f"joins its own tokens: remove joiner. Received: joiner={joiner!r}"
         )
-    if sentencepiece_type not in ("unigram", "bpe"):
+    if sentencepiece_type not in SENTENCEPIECE_TYPES:
         raise ValueError(
-            "sentencepiece_type must be one of unigram, bpe. "
+            f"sentencepiece_type must be one of {', '.join(SENTENCEPIECE_TYPES)}. "
             f"Received: sentencepiece_type={sentencepiece_type!r}"
         )
     if level == "pretokenized":

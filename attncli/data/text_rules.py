@@ -1,5 +1,5 @@
 """The strings and patterns a tokenizer's text follows, written once for both of attncli's
-tokenizers: `attncli.data.tokenization.Tokenizer` runs them with tensorflow-text (RE2),
+tokenizers: `attncli.data.tokenization.Tokenizer`'s levels run them with tensorflow-text (RE2),
 `attncli.export.plain_tokenizer.PlainTokenizer` with the `regex` module, without
 TensorFlow (an exported model's). Nothing here imports TensorFlow.
 

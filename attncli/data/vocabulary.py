@@ -136,3 +136,32 @@ class Vocabulary:
         if isinstance(ids, tf.RaggedTensor):
             return tf.ragged.map_flat_values(tf.gather, self._token_tensor, ids)
         return tf.gather(self._token_tensor, ids)
+
+
+def read_vocab_file(path) -> Vocabulary:
+    """The `Vocabulary` of a vocabulary file given for `pretokenized` pieces.
+
+    A token per line: the line's first whitespace-separated field (a count or score
+    after it, as in subword-nmt's, fairseq's and SentencePiece's files, is ignored),
+    blank lines skipped; the 4 reserved tokens first, then the file's tokens in order
+    (each once, a reserved one where it is not repeated).
+
+    Raises:
+        DataError: one line naming the file when it cannot be read or holds no token.
+    """
+    try:
+        content = Path(path).read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        reason = getattr(error, "strerror", None) or "not UTF-8 text"
+        raise DataError(f"cannot read the vocabulary file {path} ({reason}); "
+                        "check data.source/target.vocab_file") from None
+    tokens = list(RESERVED_TOKENS)
+    seen = set(tokens)
+    for line in content.splitlines():
+        fields = line.split()
+        if fields and fields[0] not in seen:
+            seen.add(fields[0])
+            tokens.append(fields[0])
+    if len(tokens) == len(RESERVED_TOKENS):
+        raise DataError(f"the vocabulary file {path} holds no token; give one token a line")
+    return Vocabulary(tokens)
