@@ -34,11 +34,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from attncli.config.data import read_splits  # noqa: E402
 from attncli.config.run import load_run_config  # noqa: E402
 from attncli.config.schema import to_mapping  # noqa: E402
 from attncli.data.pipeline import encode_pairs, epoch_batches  # noqa: E402
-from attncli.data.tokenization import Tokenizer  # noqa: E402
+from attncli.data.sources import read_splits  # noqa: E402
+from attncli.data.tokenization import Tokenizer, learn_tokenizer  # noqa: E402
 from attncli.errors import AttncliError  # noqa: E402
 from attncli.model.encoder_decoder import Seq2Seq  # noqa: E402
 from attncli.training.builder import dtype_policy  # noqa: E402
@@ -61,12 +61,12 @@ def tokenizers_of(data, splits, data_dir, cache):
     print("learning the vocabularies ...", file=sys.stderr)
     train = splits.train
     if data.shared_vocab:
-        shared = data.source.learn_tokenizer(
-            list(train.sources) + list(train.targets), data_dir)
+        shared = learn_tokenizer(
+            data.source, list(train.sources) + list(train.targets), data_dir)
         tokenizers = (shared, shared)
     else:
-        tokenizers = (data.source.learn_tokenizer(train.sources, data_dir),
-                      data.target.learn_tokenizer(train.targets, data_dir))
+        tokenizers = (learn_tokenizer(data.source, train.sources, data_dir),
+                      learn_tokenizer(data.target, train.targets, data_dir))
     if cache is not None:
         for name, tokenizer in zip(SIDES, tokenizers):
             tokenizer.save(cache, name)

@@ -33,7 +33,7 @@ SENTENCE = "¿Dónde está la estación de tren?"
 
 
 def validation_pairs(run):
-    from attncli.config.data import read_splits
+    from attncli.data.sources import read_splits
     from attncli.config.run import load_run_config
 
     valid = read_splits(load_run_config(Path(run) / "config.yaml").data).valid

@@ -72,7 +72,7 @@ ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
 
 def validation_sources(run, count, data_dir=None):
     """The first `count` validation sources of the run's corpus."""
-    from attncli.config.data import read_splits
+    from attncli.data.sources import read_splits
     from attncli.config.run import load_run_config
 
     config = load_run_config(Path(run) / "config.yaml")

@@ -30,11 +30,10 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from attncli.config.data import read_splits  # noqa: E402
 from attncli.config.run import load_run_config  # noqa: E402
-from attncli.data.tokenization import (  # noqa: E402
-    SUFFIX_INDICATOR, TUTORIAL_NORMALIZATION, Tokenizer,
-)
+from attncli.data.sources import read_splits  # noqa: E402
+from attncli.data.text_rules import SUFFIX_INDICATOR  # noqa: E402
+from attncli.data.tokenization import TUTORIAL_NORMALIZATION, Tokenizer  # noqa: E402
 from attncli.data.vocabulary import UNK, UNK_TOKEN  # noqa: E402
 from attncli.search.evaluation import (  # noqa: E402
     evaluate_corpus, normalised_references, reference_normaliser, score_outputs,

@@ -21,7 +21,7 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from attncli.config.data import read_splits  # noqa: E402
+from attncli.data.sources import read_splits  # noqa: E402
 from attncli.config.run import load_run_config  # noqa: E402
 from attncli.search.ensemble import load_ensemble  # noqa: E402
 from attncli.search.evaluation import evaluate_corpus, reference_normaliser  # noqa: E402

@@ -21,9 +21,9 @@ import tensorflow as tf  # noqa: E402
 
 from attncli.config.run import load_run_config  # noqa: E402
 from attncli.data.readers import read_parallel  # noqa: E402
+from attncli.data.tokenization import learn_tokenizer  # noqa: E402
 from attncli.data.vocabulary import UNK  # noqa: E402
 from attncli.model.encoder_decoder import Seq2Seq  # noqa: E402
-from attncli.training.builder import learn_tokenizer  # noqa: E402
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "multi30k-de-en.yaml"
 

@@ -152,7 +152,7 @@ def train_tutorial(minutes, data_dir, scratch):
 
 def score_attncli_greedy(run_dir, data_dir):
     """The kept model of attncli's run, greedy (at most 50 tokens), on the held-out pairs."""
-    from attncli.config.data import read_splits
+    from attncli.data.sources import read_splits
     from attncli.config.run import load_run_config
     from attncli.config.search import SearchConfig
     from attncli.search.evaluation import evaluate_corpus, reference_normaliser

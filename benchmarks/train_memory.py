@@ -63,7 +63,7 @@ def main():
 
     rows.append(("import tensorflow, keras, tensorflow_text", *memory()))
     from attncli.cli.train_command import resolve_run
-    from attncli.config.data import read_splits
+    from attncli.data.sources import read_splits
     from attncli.training.trainer import Trainer
 
     with tempfile.TemporaryDirectory() as scratch:

@@ -6,7 +6,7 @@ from typing import Literal
 import pytest
 import yaml
 
-from attncli.config.data import DataConfig, SideConfig, data_paths
+from attncli.config.data import DataConfig, SideConfig
 from attncli.config.model import ModelConfig, ModelSettings
 from attncli.config.run import run_config_from_mapping
 from attncli.config.schema import (
@@ -18,6 +18,7 @@ from attncli.config.schema import (
     to_mapping,
 )
 from attncli.config.training import LoopConfig
+from attncli.data.sources import data_paths
 from attncli.errors import DataError
 
 

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from attncli.config.data import data_paths
 from attncli.config.run import default_config_path, load_run_config
+from attncli.data.sources import data_paths
 
 CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
 

@@ -214,7 +214,7 @@ def exported(tmp_path_factory):
 
 
 def validation_sentences(run):
-    from attncli.config.data import read_splits
+    from attncli.data.sources import read_splits
     from attncli.config.run import load_run_config
 
     splits = read_splits(load_run_config(run / "config.yaml").data, data_dir=run)

@@ -5,8 +5,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from attncli.cli.export_command import sample_sentences, validation_sentences, vocabulary_sentences
-from attncli.config.data import read_splits
 from attncli.config.run import load_run_config
+from attncli.data.sources import read_splits
 
 TINY = Path(__file__).resolve().parents[1] / "configs" / "tiny-test.yaml"
 RESERVED = ["[PAD]", "[UNK]", "[START]", "[END]"]

@@ -8,10 +8,11 @@ import sentencepiece
 import tensorflow as tf
 from shared_data import shared_data
 
-from attncli.config.data import DataConfig, data_paths
+from attncli.config.data import DataConfig
 from attncli.config.schema import ConfigError, from_mapping
 from attncli.data.readers import read_tsv
-from attncli.data.tokenization import Tokenizer
+from attncli.data.sources import data_paths
+from attncli.data.tokenization import Tokenizer, learn_tokenizer
 from attncli.data.vocabulary import RESERVED_TOKENS, UNK
 from attncli.errors import DataError
 from attncli.search.evaluation import reference_form, reference_normaliser
@@ -109,7 +110,7 @@ def test_a_vocabulary_file_is_read_instead_of_learning(tmp_path, content):
     config = from_mapping(DataConfig, {"source": {
         "level": "pretokenized", "joiner": "@@", "vocab_file": "vocab/de.txt",
     }}, "data")
-    tokenizer = config.source.learn_tokenizer(["ignored words"], base=tmp_path)
+    tokenizer = learn_tokenizer(config.source, ["ignored words"], base=tmp_path)
     assert tokenizer.vocabulary.tokens == list(RESERVED_TOKENS) + ["Mach@@", "en", "Sie"]
     assert tokenizer.encode(tf.constant(["Mach@@ en Sie nie"])).to_list() == [[4, 5, 6, UNK]]
 

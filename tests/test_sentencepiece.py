@@ -11,10 +11,11 @@ import tensorflow_text as text
 from cli_errors import one_line_error
 from shared_data import shared_data
 
-from attncli.config.data import DataConfig, data_paths
+from attncli.config.data import DataConfig
 from attncli.config.schema import ConfigError, from_mapping
 from attncli.data.readers import read_parallel, read_tsv
-from attncli.data.tokenization import Tokenizer
+from attncli.data.sources import data_paths
+from attncli.data.tokenization import Tokenizer, learn_tokenizer
 from attncli.data.vocabulary import END, PAD, RESERVED_TOKENS, START, UNK
 from attncli.errors import DataError
 
@@ -124,7 +125,7 @@ def test_a_given_model_file_is_used_with_its_own_ids_mapped(tmp_path, spa):
     config = from_mapping(DataConfig, {"source": {
         "level": "sentencepiece", "sentencepiece_model": "en.model", "normalization": None,
     }}, "data")
-    tokenizer = config.source.learn_tokenizer(["ignored"], base=tmp_path)
+    tokenizer = learn_tokenizer(config.source, ["ignored"], base=tmp_path)
     processor = sentencepiece.SentencePieceProcessor(model_file=str(path))
     own = [processor.id_to_piece(i) for i in range(processor.get_piece_size())
            if not (processor.is_control(i) or processor.is_unknown(i))]

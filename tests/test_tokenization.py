@@ -304,8 +304,9 @@ def recorded_levels(tokenizers, held_out, directory):
     result = {}
     for level, tokenizer in tokenizers.items():
         tokenizer.save(directory, level)
+        tokens = "\n".join(tokenizer.vocabulary.tokens)
         result[level] = {
-            "vocabulary": hashlib.sha256("\n".join(tokenizer.vocabulary.tokens).encode()).hexdigest(),
+            "vocabulary": hashlib.sha256(tokens.encode("utf-8")).hexdigest(),
             "settings": (directory / f"{level}.tokenizer.json").read_text("utf-8"),
             **ids_and_text(tokenizer, held_out[level]),
         }

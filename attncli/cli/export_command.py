@@ -76,8 +76,8 @@ def sample_sentences(tokenizer, run_path=None):
 def validation_sentences(run_path, count=2):
     """The first `count` sources of the validation split of the run at `run_path`, or
     [] when it is no run directory or its data cannot be read."""
-    from attncli.config.data import read_splits
     from attncli.config.run import load_run_config
+    from attncli.data.sources import read_splits
 
     config_path = Path(run_path) / "config.yaml"
     if not config_path.is_file():
@@ -97,7 +97,7 @@ def vocabulary_sentences(tokenizer):
     vocabulary begins with its single characters (`a`, `b`, `0`), which are no test of
     its tokenizer: its words are its pieces of two characters or more.
     """
-    from attncli.data.tokenization import SUFFIX_INDICATOR
+    from attncli.data.text_rules import SUFFIX_INDICATOR
     from attncli.data.vocabulary import RESERVED_TOKENS
 
     words = [token for token in tokenizer.vocabulary.tokens[len(RESERVED_TOKENS):]

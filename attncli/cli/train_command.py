@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from attncli.config.schema import apply_overrides, load_yaml, save_yaml
-from attncli.config.data import data_paths
+from attncli.data.sources import data_paths
 from attncli.training.distribution import cluster_role
 from attncli.errors import AttncliError, first_line
 from attncli.config.run import run_config_from_mapping, load_run_config

@@ -1,14 +1,15 @@
 """The `data:` section of a run: which corpus, how it is split, how it is tokenized.
 
-No TensorFlow at import time: a configuration is checked before anything heavy loads.
+Only the typed settings, and the names they take (tokenizer levels, normal forms,
+joiners) which the data floor reads too; the files they name are found and read by
+`attncli.data.sources`. No TensorFlow at import time: a configuration is checked before
+anything heavy loads.
 """
 
 import dataclasses
-from pathlib import Path
 from typing import Literal
 
 from attncli.config.schema import check_choices
-from attncli.errors import DataError
 
 #: The tokenizer levels (a class each: `attncli.data.tokenization.LEVEL_CLASSES`).
 LEVELS = ("char", "word", "subword", "sentencepiece", "pretokenized")
@@ -119,39 +120,6 @@ class SideConfig:
             strip_accents=self.strip_accents, drop_pattern=self.drop_pattern,
         )
 
-    def tokenizer(self, base="."):
-        """A `Tokenizer` with these settings (no vocabulary yet; at the `sentencepiece`
-        level with the model of `sentencepiece_model` if given), relative paths read
-        from the folder `base`."""
-        from attncli.data.sentencepiece_models import read_sentencepiece_model
-        from attncli.data.tokenization import Tokenizer
-
-        model = None
-        if self.sentencepiece_model is not None:
-            path = side_file(base, self.sentencepiece_model)
-            model = read_sentencepiece_model(path, "check sentencepiece_model or --data-dir")
-        return Tokenizer(
-            self.level,
-            normalization=self.normalization,
-            lowercase=self.lowercase,
-            strip_accents=self.strip_accents,
-            drop_pattern=self.drop_pattern,
-            joiner=self.joiner,
-            sentencepiece_type=self.sentencepiece_type or "unigram",
-            sentencepiece_model=model,
-            vocab_file=None if self.vocab_file is None else side_file(base, self.vocab_file),
-        )
-
-    def learn_tokenizer(self, texts, base="."):
-        """The `Tokenizer` of these settings with its vocabulary: learned from `texts`
-        (the training side's strings), or read from `sentencepiece_model` or
-        `vocab_file` (relative to the folder `base`) when given."""
-        tokenizer = self.tokenizer(base)
-        vocabulary = tokenizer.build_vocabulary(
-            texts, max_size=self.vocab_size, min_count=self.min_count
-        )
-        return tokenizer.with_vocabulary(vocabulary)
-
 
 def check_level_options(level, *, joiner=None, sentencepiece_type="unigram",
                         lowercase=False, strip_accents=False, drop_pattern=None):
@@ -187,12 +155,6 @@ def check_level_options(level, *, joiner=None, sentencepiece_type="unigram",
                 f"{changing[0]} would change them: apply it before the text is cut into "
                 f"pieces, and remove it here"
             )
-
-
-def side_file(base, path):
-    """`path` (a side's `sentencepiece_model` or `vocab_file`) read from the folder
-    `base` unless absolute."""
-    return Path(base or ".") / path
 
 
 @dataclasses.dataclass(frozen=True)
@@ -353,115 +315,3 @@ class DataConfig:
     def task(self):
         """`"pronunciation"` (PER/WER) or `"translation"` (BLEU/chrF)."""
         return "pronunciation" if self.format == "pronunciations" else "translation"
-
-
-def read_splits(config, data_dir=None):
-    """Read the corpus of `config` and split it into train, validation and test.
-
-    Args:
-        config: a `DataConfig`.
-        data_dir: folder overriding `config.directory` for relative paths.
-
-    Returns:
-        `attncli.data.corpora.Splits`.
-    """
-    from attncli.data import corpora
-
-    paths = data_paths(config, data_dir)
-    if config.format == "bundled":
-        train = corpora.read_bundled(config.bundled_source, strict=config.strict, limit=config.limit)
-        return _with_validation(config, paths, corpora.split_corpus(
-            train, valid=config.valid_size, test=config.test_size, seed=config.split_seed,
-            by=config.split_by,
-        ))
-    return _with_validation(config, paths, corpora.read_splits(
-        paths["train"],
-        paths["valid"],
-        paths["test"],
-        valid_size=config.valid_size,
-        test_size=config.test_size,
-        seed=config.split_seed,
-        split_by=config.split_by,
-        format=config.format,
-        source_column=config.source_column,
-        target_column=config.target_column,
-        strict=config.strict,
-        limit=config.limit,
-    ))
-
-
-def _with_validation(config, paths, splits):
-    """`splits`, checked to hold validation pairs: they choose the model that is kept."""
-    if not len(splits.valid):
-        why = (
-            "data.valid has no pairs" if paths["valid"] is not None else
-            f"data.valid_size={config.valid_size} carves no pair out of {len(splits.train)}"
-        )
-        raise DataError(
-            f"data: the validation split is empty ({why}); validation chooses the model "
-            "that is kept: give it pairs"
-        )
-    return splits
-
-
-def data_paths(config, data_dir=None):
-    """The files of `config`'s splits, checked to exist: `{"train": ..., ...}`, and
-    `"alignments"` when `config.alignments` names a file.
-
-    A `parallel` split is a `(source_path, target_path)` pair; a split without a
-    file (carved from train, or the bundled corpus) is None.
-
-    Raises:
-        DataError: naming the first file that is missing.
-    """
-    base = Path(data_dir or config.directory or ".")
-    paths = {}
-    for name in ("train", "valid", "test"):
-        path = getattr(config, name) if config.format != "bundled" else None
-        if path is None:
-            paths[name] = None
-            continue
-        if config.format == "parallel":
-            found = tuple(
-                base / f"{path}.{suffix}" for suffix in (config.source_suffix, config.target_suffix)
-            )
-        else:
-            found = (base / path,)
-        for candidate in found:
-            if not candidate.is_file():
-                raise DataError(
-                    f"data.{name}: no such file {candidate}; check the path or pass --data-dir"
-                )
-        paths[name] = found if config.format == "parallel" else found[0]
-    if config.alignments is not None:
-        paths["alignments"] = base / config.alignments
-        if not paths["alignments"].is_file():
-            raise DataError(
-                f"data.alignments: no such file {paths['alignments']}; check the path or "
-                "pass --data-dir"
-            )
-    check_side_files(config, base)
-    return paths
-
-
-def check_side_files(config, base):
-    """Check the files the sides of `config` name (`sentencepiece_model`, `vocab_file`)
-    exist under `base` (a SentencePiece model also that it is one).
-
-    Raises:
-        DataError: naming the first key and file that is missing or damaged.
-    """
-    from attncli.data.sentencepiece_models import read_sentencepiece_model
-
-    for side in ("source", "target"):
-        settings = getattr(config, side)
-        for name in ("sentencepiece_model", "vocab_file"):
-            if getattr(settings, name) is None:
-                continue
-            path = side_file(base, getattr(settings, name))
-            if not path.is_file():
-                raise DataError(
-                    f"data.{side}.{name}: no such file {path}; check the path or pass --data-dir"
-                )
-            if name == "sentencepiece_model":
-                read_sentencepiece_model(path, f"check data.{side}.{name}")

@@ -28,7 +28,7 @@ import tensorflow as tf
 
 from attncli.alignment.links import LinkError, check_within, parse_pharaoh
 from attncli.data.readers import CorpusReport, _numbered_lines
-from attncli.data.tokenization import SPACE_TOKEN
+from attncli.data.text_rules import SPACE_TOKEN
 
 
 def read_alignments(path, lines, limit=None):

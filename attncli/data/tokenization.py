@@ -3,7 +3,9 @@
 A `Tokenizer` normalises text with tensorflow-text, hands it to the class of its level
 (`LEVEL_CLASSES`: `char`, `word`, `subword` and `pretokenized` in `attncli.data.levels`,
 `sentencepiece` in `attncli.data.sentencepiece_level`) to be cut into tokens or joined
-back into text, and maps tokens to ids with its `Vocabulary`.
+back into text, and maps tokens to ids with its `Vocabulary`. `learn_tokenizer` makes
+the tokenizer of a side's settings (`attncli.config.data.SideConfig`) with its
+vocabulary.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from attncli.data.levels import CharLevel, PretokenizedLevel, SubwordLevel, Word
 from attncli.data.quiet_stderr import quiet_stderr
 from attncli.data.sentencepiece_level import SentencepieceLevel, sentencepiece_vocabulary
 from attncli.data.sentencepiece_models import read_sentencepiece_model, sentencepiece_file
-from attncli.data.text_rules import SPACE_TOKEN, SUFFIX_INDICATOR  # noqa: F401 (read from here)
+from attncli.data.sources import side_file
 from attncli.data.vocabulary import END, PAD, START, Vocabulary
 from attncli.errors import DataError, shown
 from attncli.files import write_atomically, write_text_atomically
@@ -278,6 +280,30 @@ class Tokenizer:
         if self.vocabulary is None:
             raise DataError(f"the {self.level} tokenizer needs a vocabulary to {action}")
         return self.vocabulary
+
+
+def learn_tokenizer(side, texts, base=".") -> Tokenizer:
+    """The `Tokenizer` of `side` (a `attncli.config.data.SideConfig`) with its
+    vocabulary: learned from `texts` (the training side's strings), or read from the
+    side's `sentencepiece_model` or `vocab_file` (relative to the folder `base`)."""
+    model = None
+    if side.sentencepiece_model is not None:
+        path = side_file(base, side.sentencepiece_model)
+        model = read_sentencepiece_model(path, "check sentencepiece_model or --data-dir")
+    tokenizer = Tokenizer(
+        side.level,
+        normalization=side.normalization,
+        lowercase=side.lowercase,
+        strip_accents=side.strip_accents,
+        drop_pattern=side.drop_pattern,
+        joiner=side.joiner,
+        sentencepiece_type=side.sentencepiece_type or "unigram",
+        sentencepiece_model=model,
+        vocab_file=None if side.vocab_file is None else side_file(base, side.vocab_file),
+    )
+    vocabulary = tokenizer.build_vocabulary(texts, max_size=side.vocab_size,
+                                            min_count=side.min_count)
+    return tokenizer.with_vocabulary(vocabulary)
 
 
 def check_drop_pattern(pattern, name="drop_pattern"):

@@ -185,7 +185,7 @@ def split_words(normalized):
 
 
 def join_pieces(pieces, joiner):
-    """Text of `pretokenized` pieces, by `joiner`'s convention (`_join_pieces`)."""
+    """Text of `pretokenized` pieces, by `joiner`'s convention (`attncli.data.levels.PretokenizedLevel.join`)."""
     if joiner == SPACE_TOKEN:
         return "".join(pieces).replace(SPACE_TOKEN, " ").removeprefix(" ")
     joined = " ".join(pieces)

@@ -21,10 +21,10 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
-from attncli.config.data import data_paths, read_splits
 from attncli.data.alignments import piece_links, read_split_links
 from attncli.data.pipeline import PipelineStats, encode_pairs
-from attncli.data.tokenization import Tokenizer
+from attncli.data.sources import data_paths, read_splits
+from attncli.data.tokenization import Tokenizer, learn_tokenizer
 from attncli.errors import AttncliError, first_line
 from attncli.model.encoder_decoder import Seq2Seq
 from attncli.model.footprint import check_fits_in_memory
@@ -420,12 +420,6 @@ def fresh_parts(model, fresh):
 def _layer_of(path):
     """`encoder/block_0/W_1/kernel` -> `encoder/block_0`."""
     return "/".join(path.split("/")[:2])
-
-
-def learn_tokenizer(side, texts, base="."):
-    """The `Tokenizer` of `side` (a `SideConfig`) with its vocabulary: learned from
-    `texts`, or read from the files the side names (relative to `base`)."""
-    return side.learn_tokenizer(texts, base)
 
 
 def restore_checkpoint(checkpoint, workers, run, progress, position, config):
