@@ -64,13 +64,15 @@ import sys
 from contextlib import nullcontext
 from pathlib import Path
 
+from attncli.cli.engines import (
+    check_engine, exported, not_exported, refuse_tensorflow_options, require_ctranslate2,
+)
 from attncli.cli.line_stream import LineReader, decode_utf8, list_batches
 from attncli.cli.runs import model_directory, search_config, split_lines, translate_lines
 from attncli.config.search import SamplingOptions, requested_sampling
 from attncli.errors import AttncliError, clipped, shown
 
 FORMATS = ("text", "tsv", "json")
-ENGINES = ("tensorflow", "ctranslate2")
 BUFFERED_BATCHES = 4
 WAIT = 0.05  # seconds a batch from a file or pipe waits for more lines after its first
 INTERRUPTED = 130
@@ -305,31 +307,17 @@ def translate(*, run_path, texts, input_file, beam, alpha, n_best, output_format
                            "json: add --format json")
     if batch_size < 1:
         raise AttncliError(f"--batch-size must be >= 1. Received: --batch-size={batch_size}")
-    if engine not in ENGINES:
-        raise AttncliError(f"--engine {shown(engine)} is not an engine; choose one of "
-                           f"{', '.join(ENGINES)}")
+    check_engine(engine, compute_type)
     if engine == "ctranslate2":
-        unsupported = {"--alignments": alignments, "--replace-unk": replace_unk,
-                       "--ensemble": ensemble, "--prefix": prefix is not None,
-                       "--prefix-file": prefix_file is not None, "--sampling": sampling,
-                       "--temperature": temperature is not None, "--seed": seed is not None,
-                       "--token-log-probs": token_log_probs,
-                       "--reference": reference is not None}
-        for flag, given in unsupported.items():
-            if given:
-                raise AttncliError(f"{flag} needs the TensorFlow search: drop {flag}, or "
-                                   "--engine ctranslate2 and give the run itself")
+        refuse_tensorflow_options({
+            "--alignments": alignments, "--replace-unk": replace_unk, "--ensemble": ensemble,
+            "--prefix": prefix is not None, "--prefix-file": prefix_file is not None,
+            "--sampling": sampling, "--temperature": temperature is not None,
+            "--seed": seed is not None, "--token-log-probs": token_log_probs,
+            "--reference": reference is not None})
         return translate_exported(run_path, texts, input_file, beam, alpha, n_best,
                                   output_format, batch_size, console, compute_type)
-    if compute_type is not None:
-        raise AttncliError("--compute-type is for --engine ctranslate2: add it, or drop "
-                           "--compute-type")
-    from attncli.export.ctranslate2_engine import is_export
-
-    if is_export(run_path):
-        raise AttncliError(f"{run_path} is a CTranslate2 export: translate it with --engine "
-                           "ctranslate2")
-    directory = model_directory(run_path)
+    directory = model_directory(not_exported(run_path, "translate"))
     members = [directory, *(model_directory(path) for path in ensemble)]
     source = open_input(texts, input_file)
     references = read_references(reference, source.count) if reference is not None else None
@@ -422,18 +410,11 @@ def translate_exported(run_path, texts, input_file, beam, alpha, n_best, output_
                        batch_size, console, compute_type):
     """`attncli translate --engine ctranslate2`: as `translate`, on an export, without
     TensorFlow; returns the process exit code."""
-    from attncli.export.ctranslate2_engine import ExportedTranslator, is_export, read_settings
+    from attncli.export.ctranslate2_engine import ExportedTranslator, read_settings
 
-    if not is_export(run_path):
-        raise AttncliError(f"{run_path} is no CTranslate2 export: write one with `attncli "
-                           f"export {run_path} DIR --format ctranslate2`, then translate DIR "
-                           "--engine ctranslate2")
+    exported(run_path, "translate")
     source = open_input(texts, input_file)
-    try:
-        import ctranslate2  # noqa: F401
-    except ImportError:
-        raise AttncliError("--engine ctranslate2 needs the ctranslate2 package: pip install "
-                           "'attncli[ctranslate2]'") from None
+    require_ctranslate2()
     translator = ExportedTranslator(
         run_path, compute_type or "float32",
         search=search_config(read_settings(run_path)["decoding"], beam, alpha, n_best),

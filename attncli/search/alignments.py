@@ -52,8 +52,7 @@ from typing import NamedTuple
 import numpy as np
 
 from attncli.config.data import BPE_JOINER
-from attncli.data.text_rules import SPACE_TOKEN, SUFFIX_INDICATOR
-from attncli.data.vocabulary import RESERVED_TOKENS, UNK_TOKEN
+from attncli.data.text_rules import RESERVED_TOKENS, SPACE_TOKEN, SUFFIX_INDICATOR, UNK_TOKEN
 
 #: Tokens that belong to no word ([UNK] is a word the model could not name).
 _NOT_WORDS = frozenset(RESERVED_TOKENS) - {UNK_TOKEN}

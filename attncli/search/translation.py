@@ -1,29 +1,15 @@
 """Strings in, translations out: tokenizers and a compiled search around a model."""
 
-import math
-
 import numpy as np
 import tensorflow as tf
 
 from attncli.search.decoding import compile_search
 from attncli.config.search import SearchConfig
-from attncli.data.vocabulary import (
-    END, END_TOKEN, PAD, PAD_TOKEN, START, START_TOKEN, UNK, UNK_TOKEN,
-)
-from attncli.errors import shown
+from attncli.data.vocabulary import END, PAD, START, UNK, UNK_TOKEN
 from attncli.search.hypotheses import Hypothesis, Translation
-
-
-class PrefixError(ValueError):
-    """A prefix the model cannot be made to begin its translation with (one line).
-
-    Attributes:
-        index: the position of the text whose prefix it is.
-    """
-
-    def __init__(self, message, index):
-        super().__init__(message)
-        self.index = index
+from attncli.search.prefixes import (  # noqa: F401 (PrefixError: read from here too)
+    PrefixError, check_tokens, check_written,
+)
 
 
 class Translator:
@@ -202,38 +188,15 @@ class Translator:
         rows = [index for index, prefix in enumerate(prefixes) if prefix.strip()]
         if not rows:
             return
-        reserved = (PAD_TOKEN, START_TOKEN, END_TOKEN)  # [UNK] is what unknown words force
         for index in rows:
-            written = [token for token in reserved if token.lower() in prefixes[index].lower()]
-            if written:
-                raise PrefixError(f"the prefix {shown(prefixes[index])} writes the reserved "
-                                  f"token{'s' if len(written) > 1 else ''} "
-                                  f"{', '.join(written)}; leave it out", index)
+            check_written(prefixes[index], index)
         tokens = self.target_tokenizer.tokenize(tf.constant([prefixes[i] for i in rows]))
         source_lengths = self.source_tokenizer.tokenize(
             tf.constant([texts[i] for i in rows])).row_lengths().numpy() + int(self.source_end)
         known = set(self.target_tokenizer.vocabulary.tokens) - {UNK_TOKEN}
-        search = self.search_config
         for index, row, source_length in zip(rows, tokens.to_list(), source_lengths):
-            prefix = shown(prefixes[index])
-            row = [token.decode("utf-8") for token in row]
-            if not row:
-                raise PrefixError(f"the prefix {prefix} has no token the target tokenizer "
-                                  "keeps; give words the model writes", index)
-            if not set(row) & known:
-                raise PrefixError(f"the prefix {prefix} has no token of the model's target "
-                                  "vocabulary: forced, it would be [UNK] only; give words "
-                                  "the model writes", index)
-            scaled = np.float32(search.max_length_ratio) * np.float32(source_length)
-            longest = math.ceil(float(scaled)) + search.max_length_offset
-            if len(row) >= longest:
-                raise PrefixError(
-                    f"the prefix {prefix} has {len(row)} tokens and the translation of "
-                    f"{shown(texts[index])} at most {longest} (max_length_ratio "
-                    f"{search.max_length_ratio} x {source_length} source tokens + "
-                    f"max_length_offset {search.max_length_offset}); shorten the prefix",
-                    index,
-                )
+            check_tokens(prefixes[index], [token.decode("utf-8") for token in row], known,
+                         texts[index], int(source_length), self.search_config, index)
 
     def translate(self, texts, batch_size=64, prefixes=None, seeds=None, alpha=None,
                   temperature=None):
