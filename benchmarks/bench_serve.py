@@ -3,6 +3,8 @@
     python -m benchmarks.bench_serve RUN [--server-cpu 0] [--client-cpu 1]
         [--sentences 2000] [--latency-requests 300] [--memory-requests 100000]
         [--memory-only | --fairness-only] [--starvation-rounds 5]
+    python -m benchmarks.bench_serve RUN --ctranslate2 EXPORT [--server-cpu 0]
+        [--client-cpu 0] [--sentences 2000] [--latency-requests 300] [--starts 3]
 
 The server (`attncli serve RUN --port 0`, default limits) runs pinned to one core
 (`taskset -c SERVER_CPU`), this process (the clients) to another; requests go over
@@ -50,6 +52,15 @@ table:
   each round, and its growth since the first (target: at most +10 %). The server keeps
   8 traced searches per model beside the two it starts with, so every request of a
   round after the first traces again. `--fairness-only` measures these two alone.
+
+With `--ctranslate2 EXPORT` (RUN's `attncli export RUN EXPORT --format ctranslate2`), the
+engines are compared instead, each server alone on SERVER_CPU in turn: `attncli serve
+RUN` (TensorFlow) and `attncli serve EXPORT --engine ctranslate2` with `--compute-type`
+float32 and int8. Printed for each: the seconds from starting the process to its `ready:`
+line (the median of `--starts` starts), its resident set then, the latency of one
+sentence per request (greedy and beam 5, p50/p95/p99, as above), and the throughput of
+64 clients sending one sentence per request (greedy) with the server's CPU time per
+sentence; ratios against the TensorFlow server.
 
 The clients speak HTTP/1.1 on raw asyncio streams, so that they cost the client core
 little next to the server's.
@@ -336,9 +347,11 @@ def percentiles(times):
             for p in (0.50, 0.95, 0.99)]
 
 
-def start_server(run, cpu, log):
+def start_server(run, cpu, log, *options):
+    """`attncli serve RUN --port 0 OPTIONS` pinned to `cpu`, once it printed `ready:`:
+    `(process, host, port)`."""
     process = subprocess.Popen(
-        pinned(cpu, sys.executable, "-m", "attncli", "serve", run, "--port", 0),
+        pinned(cpu, sys.executable, "-m", "attncli", "serve", run, "--port", 0, *options),
         env=ENV, stdout=subprocess.DEVNULL, stderr=log,
     )
     deadline = time.monotonic() + 600
@@ -351,6 +364,82 @@ def start_server(run, cpu, log):
             return process, host, int(port)
         time.sleep(0.2)
     raise SystemExit("the server was not ready in time")
+
+
+#: The servers `--ctranslate2` compares: a name, and RUN's (False) or EXPORT's (True)
+#: `attncli serve` options.
+ENGINES = [
+    ("TensorFlow", False, ()),
+    ("CTranslate2 float32", True, ("--engine", "ctranslate2")),
+    ("CTranslate2 int8", True, ("--engine", "ctranslate2", "--compute-type", "int8")),
+]
+
+
+def engine_figures(path, options, cpu, sentences, latency_requests, starts, folder):
+    """One server's figures (`--ctranslate2`): start-to-ready seconds (median of
+    `starts`), resident MB once ready, latency percentiles (ms) greedy and at beam 5,
+    and the throughput of 64 clients (sentences/s) with its CPU ms per sentence."""
+    figures, ready_seconds = {}, []
+    for start in range(starts):
+        with (folder / "server.txt").open("w") as log:
+            began = time.perf_counter()
+            server, host, port = start_server(path, cpu, log, *options)
+            ready_seconds.append(time.perf_counter() - began)
+        if start < starts - 1:
+            server.terminate()
+            server.wait(timeout=120)
+    try:
+        figures["ready"] = statistics.median(ready_seconds)
+        figures["memory"] = resident_mb(server.pid)
+        for beam in (1, 5):
+            asyncio.run(latencies(host, port, sentences, beam, 20))  # warm
+            figures[beam] = percentiles(asyncio.run(
+                latencies(host, port, sentences, beam, latency_requests)))
+        cpu_started = cpu_seconds(server.pid)
+        figures["rate"], _ = asyncio.run(throughput(host, port, sentences, 64))
+        figures["cpu"] = 1000 * (cpu_seconds(server.pid) - cpu_started) / len(sentences)
+    finally:
+        server.terminate()
+        server.wait(timeout=120)
+    return figures
+
+
+def compare_engines(args, sentences, folder):
+    """The table of `--ctranslate2`: a column per server, ratios against TensorFlow's."""
+    load = os.getloadavg()
+    measured = {}
+    for name, exported, options in ENGINES:
+        path = args.ctranslate2 if exported else args.run
+        print(f"{name}: attncli serve {path} {' '.join(options)}", file=sys.stderr, flush=True)
+        measured[name] = engine_figures(path, options, args.server_cpu, sentences,
+                                        args.latency_requests, args.starts, folder)
+    print(f"\n{args.run} and {args.ctranslate2}: {len(sentences)} validation sentences; "
+          f"servers on CPU {args.server_cpu}, clients on CPU {args.client_cpu}; load average "
+          f"{load[0]:.2f} before, {os.getloadavg()[0]:.2f} after\n")
+    print("| measured | " + " | ".join(measured) + " |")
+    print("| --- |" + " ---: |" * len(measured))
+    base = measured[ENGINES[0][0]]
+
+    def row(label, shown, better):
+        """`shown(figures)` of each server and, beside the others, `better(base,
+        figures)`: how many times better than TensorFlow."""
+        cells = [shown(figures) + ("" if figures is base else
+                                   f" ({better(base, figures):.1f}x)")
+                 for figures in measured.values()]
+        print(f"| {label} | " + " | ".join(cells) + " |")
+
+    row(f"start to ready (median of {args.starts})", lambda f: f"{f['ready']:.2f} s",
+        lambda b, f: b["ready"] / f["ready"])
+    row("memory once ready (VmRSS)", lambda f: f"{f['memory']:.0f} MB",
+        lambda b, f: b["memory"] / f["memory"])
+    for beam in (1, 5):
+        row(f"latency, one sentence, {'greedy' if beam == 1 else f'beam {beam}'}, "
+            "p50 / p95 / p99", lambda f: " / ".join(f"{ms:.1f}" for ms in f[beam]) + " ms",
+            lambda b, f: b[beam][0] / f[beam][0])  # at p50
+    row("throughput, 64 clients, greedy", lambda f: f"{f['rate']:.0f} sentences/s",
+        lambda b, f: f["rate"] / b["rate"])
+    row("CPU per sentence, 64 clients", lambda f: f"{f['cpu']:.2f} ms",
+        lambda b, f: b["cpu"] / f["cpu"])
 
 
 def main():
@@ -370,6 +459,11 @@ def main():
                         help="rounds of the starvation measurement")
     parser.add_argument("--data", type=Path, default=os.environ.get("ATTNCLI_SHARED_DATA"),
                         help="data folder of a run that reads files (not the bundled corpus)")
+    parser.add_argument("--ctranslate2", type=Path, metavar="EXPORT",
+                        help="compare the engines: RUN served by TensorFlow against its "
+                        "CTranslate2 export EXPORT, float32 and int8")
+    parser.add_argument("--starts", type=int, default=3,
+                        help="with --ctranslate2: starts of each server timed")
     parser.add_argument("--offline-rate", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--beam", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -381,6 +475,9 @@ def main():
     folder = Path(tempfile.mkdtemp(prefix="bench_serve_"))
     (folder / "sentences.txt").write_text("\n".join(sentences) + "\n", "utf-8")
     load = os.getloadavg()
+
+    if args.ctranslate2 is not None:
+        return compare_engines(args, sentences, folder)
 
     if args.fairness_only:
         with (folder / "server.txt").open("w") as log:

@@ -490,8 +490,9 @@ def serve(
     run: Annotated[
         Path | None,
         typer.Argument(help="A run directory, a model directory, or demo (the model "
-                       "shipped with attncli), served under its directory's name.",
-                       show_default=False),
+                       "shipped with attncli), served under its directory's name; with "
+                       "--engine ctranslate2, an export of `attncli export RUN DIR --format "
+                       "ctranslate2`.", show_default=False),
     ] = None,
     ensemble: Annotated[
         list[Path] | None,
@@ -502,6 +503,18 @@ def serve(
         list[str] | None,
         typer.Option("--model", metavar="NAME=RUN", help="Also serve RUN as NAME (requests "
                      'say "model": NAME). Repeat for more; the first model is the default.'),
+    ] = None,
+    engine: Annotated[
+        str,
+        typer.Option(metavar="tensorflow|ctranslate2",
+                     help="ctranslate2: serve exports of `attncli export RUN DIR --format "
+                     "ctranslate2` with CTranslate2, without loading TensorFlow (no "
+                     "sampling, token log probabilities, /inspect or /step)."),
+    ] = "tensorflow",
+    compute_type: Annotated[
+        str | None,
+        typer.Option(metavar="float32|int8", help="With --engine ctranslate2: the weights' "
+                     "type (int8 is faster, not exact).", show_default="float32"),
     ] = None,
     host: Annotated[
         str, typer.Option(metavar="ADDRESS", help="Address to listen on; 0.0.0.0 opens the "
@@ -573,7 +586,8 @@ def serve(
     code = run_server(
         run_path=run, ensemble=ensemble or [], named=models or [], host=host, port=port,
         allowed=allow_host or [], token=token, limits=limits, console=_stderr_console(),
-        load_tensorflow=lambda: _load_tensorflow(ctx),
+        load_tensorflow=lambda: _load_tensorflow(ctx), engine=engine,
+        compute_type=compute_type,
     )
     raise typer.Exit(code=code)
 

@@ -10,12 +10,17 @@ most: then they are cancelled) and exits 0. `attncli.serve.app` describes the AP
 `attncli.serve.access` who may use it, `attncli.serve.connections` how many
 connections, how large and for how long.
 
-TensorFlow is imported with its oneDNN kernels off (`TF_ENABLE_ONEDNN_OPTS=0`, unless
-the environment sets it): they keep a compiled primitive for every input shape they
-meet, and a server meets every batch size and source length: its resident memory would
-grow by 12-14 % over its first few thousand requests, until that cache is full. Eigen's
-kernels cost the server the same CPU time and give the same translations
-(docs/serving.md, "Memory").
+`--engine ctranslate2` (with `--compute-type float32|int8`) serves CTranslate2 exports
+(`attncli export RUN DIR --format ctranslate2`) instead of runs, and the process never
+imports TensorFlow (`attncli.serve.exported_model` says what it refuses); the mistakes of
+choosing an engine are worded as `attncli translate` words them (`attncli.cli.engines`).
+
+With the TensorFlow engine, TensorFlow is imported with its oneDNN kernels off
+(`TF_ENABLE_ONEDNN_OPTS=0`, unless the environment sets it): they keep a compiled
+primitive for every input shape they meet, and a server meets every batch size and
+source length: its resident memory would grow by 12-14 % over its first few thousand
+requests, until that cache is full. Eigen's kernels cost the server the same CPU time
+and give the same translations (docs/serving.md, "Memory").
 """
 
 import functools
@@ -30,7 +35,10 @@ import time
 
 from rich.markup import escape
 
-from attncli.cli.runs import model_directory, run_name
+from attncli.cli.engines import (
+    check_engine, model_path, refuse_tensorflow_options, require_ctranslate2,
+)
+from attncli.cli.runs import run_name
 from attncli.errors import AttncliError, clipped, first_line, shown
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -38,13 +46,14 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 STOP_GRACE = 30
 
 
-def model_specs(run_path, ensemble, named):
+def model_specs(run_path, ensemble, named, engine="tensorflow"):
     """`(name, [model directory, ...])` of RUN (with its `--ensemble`) and each
-    `--model NAME=RUN`, in order, checked."""
+    `--model NAME=RUN`, in order, checked: runs for the `tensorflow` engine, CTranslate2
+    exports for `ctranslate2` (`attncli.cli.engines.model_path`)."""
     specs = []
     if run_path is not None:
-        directory = model_directory(run_path)
-        members = [directory, *(model_directory(other) for other in ensemble)]
+        directory = model_path(run_path, engine, "serve")
+        members = [directory, *(model_path(other, engine, "serve") for other in ensemble)]
         specs.append((run_name(run_path, directory), members))
     elif ensemble:
         raise AttncliError("--ensemble decodes other runs together with RUN: give RUN")
@@ -58,7 +67,7 @@ def model_specs(run_path, ensemble, named):
             raise AttncliError(
                 f"--model {shown(spec)}: a name is letters, digits, '.', '_' and '-' (at most 64)"
             )
-        specs.append((name, [model_directory(path)]))
+        specs.append((name, [model_path(path, engine, "serve")]))
     if not specs:
         raise AttncliError("give a RUN to serve, or --model NAME=RUN (repeatable)")
     names = [name for name, _ in specs]
@@ -123,11 +132,15 @@ def load_for_life(registry):
 
 
 def serve(*, run_path, ensemble, named, host, port, allowed, token, limits, console,
-          load_tensorflow):
+          load_tensorflow, engine="tensorflow", compute_type=None):
     """Run `attncli serve` until SIGTERM or Ctrl-C; returns the exit code."""
     from attncli.serve.limits import Limits
 
-    specs = model_specs(run_path, ensemble, named)
+    check_engine(engine, compute_type)
+    if engine == "ctranslate2":
+        refuse_tensorflow_options({"--ensemble": ensemble})
+        require_ctranslate2()
+    specs = model_specs(run_path, ensemble, named, engine)
     hosts = allowed_hosts(host, allowed)
     try:
         limits = Limits(**limits)
@@ -162,18 +175,21 @@ def serve(*, run_path, ensemble, named, host, port, allowed, token, limits, cons
     from attncli.serve.connections import LimitedHttp
     from attncli.serve.registry import Registry
 
-    registry = Registry(specs, limits)
+    registry = Registry(specs, limits, engine,
+                        {} if compute_type is None else {"compute_type": compute_type})
     started = time.monotonic()
     failures = []
 
     def load():
-        os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
-        load_tensorflow()
+        if registry.engine.tensorflow:
+            os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+            load_tensorflow()
         load_for_life(registry)
 
     def on_loaded(error):
         if error is None:
-            console.print(f"ready: {', '.join(registry.models)} loaded and traced in "
+            done = "loaded and traced" if registry.engine.tensorflow else "loaded"
+            console.print(f"ready: {', '.join(registry.models)} {done} in "
                           f"{time.monotonic() - started:.1f} s", highlight=False, soft_wrap=True)
             return
         failures.append(error)

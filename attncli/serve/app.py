@@ -153,7 +153,7 @@ def create_app(registry, limits, token=None, load=None, on_loaded=None, hosts=No
         body = schemas.parse(schemas.TranslateRequest, await _read_json(request, limits))
         model = registry.get(body.model)
         search = model.decoding(body.beam, body.alpha, body.n_best, body.prefix, body.sampling,
-                                body.temperature, body.seed)
+                                body.temperature, body.seed, body.token_log_probs)
         if len(body.texts) > limits.max_texts:
             raise RequestError(413, f"{len(body.texts)} texts in one request; at most "
                                f"{limits.max_texts} (--max-texts)")
@@ -162,7 +162,7 @@ def create_app(registry, limits, token=None, load=None, on_loaded=None, hosts=No
         filled = [index for index, line in enumerate(lines) if line.strip()]
         weights = body.alignments or body.attention
         results = await _submit(request, batcher, (model.name, search, weights),
-                                [lines[index] for index in filled], filled, limits)
+                                [lines[index] for index in filled], filled)
         output = [{"text": "", "score": None} for _ in lines]
         for index, result in zip(filled, results):
             output[index] = _translated(result, model, body)
@@ -189,7 +189,7 @@ def create_app(registry, limits, token=None, load=None, on_loaded=None, hosts=No
         try:
             return await batcher.call(work), gold
         except TextTooLong as error:
-            raise _too_long(error, "text", limits) from None
+            raise _too_long(error, "text") from None
         except AttncliError as error:
             raise RequestError(422, str(error)) from None
 
@@ -240,7 +240,7 @@ def create_app(registry, limits, token=None, load=None, on_loaded=None, hosts=No
     return app
 
 
-async def _submit(request, batcher, key, texts, positions, limits):
+async def _submit(request, batcher, key, texts, positions):
     """The batcher's results of `texts`, a text too long turned into a `RequestError`
     (a full queue is answered by the application's handler of `QueueFull`).
 
@@ -260,7 +260,7 @@ async def _submit(request, batcher, key, texts, positions, limits):
     try:
         return results.result()
     except TextTooLong as error:
-        raise _too_long(error, f"texts[{positions[error.position]}]", limits) from None
+        raise _too_long(error, f"texts[{positions[error.position]}]") from None
 
 
 async def _disconnected(request):
@@ -300,12 +300,8 @@ def _gold(body, reference):
         raise RequestError(422, str(error)) from None
 
 
-def _too_long(error, where, limits):
-    return RequestError(
-        413, f"{where}: its {error.tokens} source tokens may translate into "
-        f"{error.longest} tokens, more than {limits.max_output_tokens} "
-        "(--max-output-tokens); split it"
-    )
+def _too_long(error, where):
+    return RequestError(413, f"{where}: {error.why}")
 
 
 def _line(text, where, limits):

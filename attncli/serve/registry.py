@@ -1,31 +1,42 @@
 """The models one server loaded, each with its translators per search.
 
-A `ServedModel` is one name: a run, or an ensemble of runs (`load_ensemble`, as
-`attncli translate --ensemble` loads them). A search is the run's decoding settings
-with a request's `beam`, `alpha` and `n_best` applied, as `attncli translate` applies
-its options; a translation request's `Decoding` adds its prefix and its sampling and
-seed. Each search and sampling (with or without attention weights) has its own
-`Translator`, traced on its first batch; prefixes, seeds, the length penalty's alpha and
-the sampling temperature are its inputs, so requests that differ in those alone share
-one trace (`traced_as`). The run's own search and greedy search are traced when the
-server starts; others when first asked for, kept for the next requests (the eight last
-used, beside those two). The forced pass of `/inspect` over a reference is traced when
-the model loads too. Whatever traces TensorFlow here runs under
+A `ServedModel` is one name, whatever engine runs it (`ENGINES`): what every engine does
+the same way (a request's search and decoding settings, the cost of its texts, what
+`/models` says) is written there once, and each engine's kind of model adds how it
+translates. A search is the model's decoding settings with a request's `beam`, `alpha`
+and `n_best` applied, as `attncli translate` applies its options; a translation
+request's `Decoding` adds its prefix and its sampling and seed.
+
+`TensorFlowModel` (engine `tensorflow`) is a run, or an ensemble of runs
+(`load_ensemble`, as `attncli translate --ensemble` loads them), searched by attncli.
+`attncli.serve.exported_model.ExportedModel` (engine `ctranslate2`) is a CTranslate2
+export, run without TensorFlow.
+
+In a `TensorFlowModel`, each search and sampling (with or without attention weights)
+has its own `Translator`, traced on its first batch; prefixes, seeds, the length
+penalty's alpha and the sampling temperature are its inputs, so requests that differ in
+those alone share one trace (`traced_as`). The run's own search and greedy search are
+traced when the server starts; others when first asked for, kept for the next requests
+(the eight last used, beside those two). The forced pass of `/inspect` over a reference
+is traced when the model loads too. Whatever traces TensorFlow here runs under
 `attncli.model.recurrence.forward_only`: a server differentiates nothing, so its graphs
 register no gradient function, and a translator dropped takes its traces with it.
 
-Every method that runs TensorFlow is called on the batcher's worker thread.
+Every method that translates (with TensorFlow or CTranslate2) is called on the batcher's
+worker thread.
 """
 
 import collections
 import dataclasses
 import functools
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
 from attncli.config.search import Sampling, SamplingOptions, SearchConfig, requested_sampling
 from attncli.errors import shown
+from attncli.search.prefixes import PrefixError
 from attncli.serve.limits import RequestError
 
 #: Translators kept per model beside those traced at start-up (least recently used go).
@@ -43,11 +54,12 @@ SAMPLING_OPTIONS = SamplingOptions(
 
 
 class TextTooLong(Exception):
-    """Text `position` of a request may translate into more tokens than allowed."""
+    """Text `position` of a request is longer than the model may read or write: `why`,
+    the rest of the one-line refusal (413) after the text's name."""
 
-    def __init__(self, position, tokens, longest):
-        super().__init__(position, tokens, longest)
-        self.position, self.tokens, self.longest = position, tokens, longest
+    def __init__(self, position, why):
+        super().__init__(position, why)
+        self.position, self.why = position, why
 
 
 class Decoding(NamedTuple):
@@ -134,42 +146,52 @@ def training_max_length(directory, metadata):
 
 
 class ServedModel:
-    """One model (or ensemble) a server translates with.
+    """What a server asks of one model, whatever engine runs it; each engine's kind of
+    model is a subclass that adds `translator`, `source_lengths`, `translate` and `start`
+    (and `inspect`, where the engine can show its attention).
 
     Args:
         name: the name requests use (`"model": name`).
-        loaded: the `LoadedModel` (its `model` an `Ensemble` for several runs).
-        members: the number of runs decoded together.
         limits: the server's `Limits`.
+        defaults: the model's own decoding settings (a `SearchConfig`).
+        levels: the `(source, target)` tokenizer levels.
+        task: `"translation"` or `"pronunciation"`. Defaults to `"translation"`.
+        members: the number of runs decoded together. Defaults to 1.
         max_length: the `data.max_length` the model was trained with
             (`training_max_length`), or None when unknown. Defaults to None.
+
+    Attributes:
+        engine: the name of the engine that runs it (`ENGINES`).
+        inspect_refusal: None when `/inspect` and `/step` show its attention, else the
+            one line (422) that says why they cannot.
     """
 
-    def __init__(self, name, loaded, members, limits, max_length=None):
+    engine = None
+    inspect_refusal = None
+
+    def __init__(self, name, limits, defaults, levels, task="translation", members=1,
+                 max_length=None):
         self.name = name
-        self.loaded = loaded
-        self.members = members
         self.limits = limits
+        self.defaults = defaults
+        self.levels = levels
+        self.task = task
+        self.members = members
         self.max_length = max_length
-        self.levels = (loaded.source_tokenizer.level, loaded.target_tokenizer.level)
-        self.task = loaded.metadata.get("task", "translation")
-        self.defaults = loaded.search  # the run's decoding section, checked when read
-        self.greedy = dataclasses.replace(self.defaults, beam_size=1, n_best=1)
-        self._started = {}  # translators traced at start-up, never dropped
-        self._translators = collections.OrderedDict()
-        self._views = collections.OrderedDict()
-        self._source_lengths = None
+        self.greedy = dataclasses.replace(defaults, beam_size=1, n_best=1)
 
     def describe(self):
         """What `GET /models` says of this model."""
         return {
             "name": self.name,
+            "engine": self.engine,
             "task": self.task,
             "members": self.members,
             "source_level": self.levels[0],
             "target_level": self.levels[1],
             "decoding": self.defaults.to_dict(),
             "max_length": self.max_length,
+            "inspect_refusal": self.inspect_refusal,
         }
 
     def search(self, beam=None, alpha=None, n_best=None):
@@ -191,10 +213,11 @@ class ServedModel:
             raise RequestError(422, message) from None
 
     def decoding(self, beam=None, alpha=None, n_best=None, prefix=None, sampling=None,
-                 temperature=None, seed=None):
+                 temperature=None, seed=None, token_log_probs=False):
         """A translation request's `Decoding`: its search (`search`), its prefix, and its
         sampling as `attncli translate --sampling` makes it (`n_best` samples per text,
-        no beam).
+        no beam). `token_log_probs`: whether the request asks for each token's log
+        probability (every hypothesis of this engine carries them).
 
         Raises:
             RequestError: 422 for settings that do not go together or a bad value.
@@ -213,6 +236,100 @@ class ServedModel:
         if drawing is None:
             return Decoding(self.search(beam, alpha, n_best), prefix=prefix or "")
         return Decoding(self.search(1, alpha, 1), drawing, prefix or "", seed or 0)
+
+    def measure(self, search, requests):
+        """The cost of each text of each request (a list of lists of texts) for the
+        batch budget: its source tokens times the beam (or the samples drawn); for a
+        request with a text longer than the model may read or whose search may emit more
+        than `max_output_tokens` tokens, a `TextTooLong` instead, and for one whose
+        prefix cannot be forced, a `RequestError` (422). `search` is a `SearchConfig` or
+        a `Decoding`."""
+        decoding = decoding_of(search)
+        if decoding.prefix:
+            checked = []
+            for request in requests:
+                try:
+                    self.translator(decoding, False).check_prefixes(
+                        request, [decoding.prefix] * len(request))
+                    checked.append(request)
+                except PrefixError as error:
+                    checked.append(RequestError(422, f"prefix: {error}"))
+            if all(isinstance(item, Exception) for item in checked):
+                return checked
+            measured = iter(self.measure(decoding._replace(prefix=""), [
+                request for request in checked if not isinstance(request, Exception)]))
+            return [item if isinstance(item, Exception) else next(measured)
+                    for item in checked]
+        search = decoding.search
+        drawing = decoding.sampling
+        copies = search.beam_size if drawing is None else drawing.samples
+        lengths = self.source_lengths([text for request in requests for text in request])
+        measured, start = [], 0
+        for request in requests:
+            measured.append(self._costs(search, copies, lengths[start : start + len(request)]))
+            start += len(request)
+        return measured
+
+    def _costs(self, search, copies, lengths):
+        for position, length in enumerate(lengths):
+            refusal = self.too_long(length)
+            if refusal is not None:
+                return TextTooLong(position, refusal)
+            longest = math.ceil(search.max_length_ratio * length) + search.max_length_offset
+            if longest > self.limits.max_output_tokens:
+                return TextTooLong(
+                    position, f"its {length} source tokens may translate into {longest} "
+                    f"tokens, more than {self.limits.max_output_tokens} "
+                    "(--max-output-tokens); split it")
+        return [max(length, 1) * copies for length in lengths]
+
+    def too_long(self, length):
+        """Why a text of `length` source tokens is more than the model reads (None: it
+        is not)."""
+        return None
+
+    def inspect(self, text, search, reference=None):
+        """The `SentenceView` of `text` (see `TensorFlowModel.inspect`).
+
+        Raises:
+            RequestError: 422, `inspect_refusal`, when the model cannot show it.
+        """
+        raise RequestError(422, self.inspect_refusal)
+
+
+class TensorFlowModel(ServedModel):
+    """A run (or an ensemble of runs) searched by attncli, with TensorFlow: every
+    request's settings, and every attention, layer and head of a sentence (`inspect`).
+
+    Args:
+        name: the name requests use (`"model": name`).
+        loaded: the `LoadedModel` (its `model` an `Ensemble` for several runs).
+        members: the number of runs decoded together.
+        limits: the server's `Limits`.
+        max_length: the `data.max_length` the model was trained with
+            (`training_max_length`), or None when unknown. Defaults to None.
+    """
+
+    engine = "tensorflow"
+
+    def __init__(self, name, loaded, members, limits, max_length=None):
+        # the run's decoding section, checked when read
+        super().__init__(name, limits, loaded.search,
+                         (loaded.source_tokenizer.level, loaded.target_tokenizer.level),
+                         loaded.metadata.get("task", "translation"), members, max_length)
+        self.loaded = loaded
+        self._started = {}  # translators traced at start-up, never dropped
+        self._translators = collections.OrderedDict()
+        self._views = collections.OrderedDict()
+        self._source_lengths = None
+
+    @property
+    def inspect_refusal(self):
+        if self.members == 1:
+            return None
+        return (f"model {self.name!r} is an ensemble of {self.members} runs: its attention "
+                "is the mean of its members', which has no single step to inspect; serve "
+                "one run to inspect it")
 
     @forward_only
     def start(self):
@@ -252,35 +369,10 @@ class ServedModel:
         return self.loaded.translator(search, attention_weights=weights, sampling=sampling,
                                       settings=True)
 
-    def measure(self, search, requests):
-        """The cost of each text of each request (a list of lists of texts) for the
-        batch budget: its source tokens times the beam (or the samples drawn); for a
-        request with a text whose search may emit more than `max_output_tokens` tokens,
-        a `TextTooLong` instead, and for one whose prefix cannot be forced, a
-        `RequestError` (422). `search` is a `SearchConfig` or a `Decoding`."""
+    def source_lengths(self, texts):
+        """The number of tokens the model reads of each text (`[END]` included if it
+        was trained so)."""
         import tensorflow as tf
-
-        from attncli.search.translation import PrefixError
-
-        decoding = decoding_of(search)
-        if decoding.prefix:
-            checked = []
-            for request in requests:
-                try:
-                    self.translator(decoding, False).check_prefixes(
-                        request, [decoding.prefix] * len(request))
-                    checked.append(request)
-                except PrefixError as error:
-                    checked.append(RequestError(422, f"prefix: {error}"))
-            if all(isinstance(item, Exception) for item in checked):
-                return checked
-            measured = iter(self.measure(decoding._replace(prefix=""), [
-                request for request in checked if not isinstance(request, Exception)]))
-            return [item if isinstance(item, Exception) else next(measured)
-                    for item in checked]
-        search = decoding.search
-        drawing = decoding.sampling
-        copies = search.beam_size if drawing is None else drawing.samples
 
         if self._source_lengths is None:
             # One graph, traced once: eager tokenization costs ten times as much.
@@ -288,21 +380,8 @@ class ServedModel:
                 lambda texts: self.loaded.source_tokenizer.tokenize(texts).row_lengths(),
                 input_signature=[tf.TensorSpec([None], tf.string)], autograph=False,
             )
-        texts = [text for request in requests for text in request]
         lengths = self._source_lengths(tf.constant(texts, tf.string)).numpy()
-        lengths = (lengths + int(self.loaded.source_end)).tolist()
-        measured, start = [], 0
-        for request in requests:
-            measured.append(self._costs(search, copies, lengths[start : start + len(request)]))
-            start += len(request)
-        return measured
-
-    def _costs(self, search, copies, lengths):
-        for position, length in enumerate(lengths):
-            longest = math.ceil(search.max_length_ratio * length) + search.max_length_offset
-            if longest > self.limits.max_output_tokens:
-                return TextTooLong(position, length, longest)
-        return [max(length, 1) * copies for length in lengths]
+        return (lengths + int(self.loaded.source_end)).tolist()
 
     @forward_only
     def translate(self, search, weights, texts):
@@ -321,18 +400,14 @@ class ServedModel:
         `reference` (forced decoding, `inspect_reference`), kept for `step`.
 
         Raises:
-            RequestError: 422 for an ensemble; 413 for a reference of more than
-                `max_output_tokens` tokens.
+            RequestError: 422 for an ensemble (`inspect_refusal`); 413 for a reference of
+                more than `max_output_tokens` tokens.
             TextTooLong: when `text` may translate into more than `max_output_tokens`.
         """
         from attncli.search.inspection import inspect_reference, inspect_sentence
 
-        if self.members > 1:
-            raise RequestError(
-                422, f"model {self.name!r} is an ensemble of {self.members} runs: "
-                "its attention is the mean of its members', which has no single step to "
-                "inspect; serve one run to inspect it"
-            )
+        if self.inspect_refusal is not None:
+            raise RequestError(422, self.inspect_refusal)
         key = (text, search, reference)
         if key in self._views:  # a view kept is within the limits: not measured again
             self._views.move_to_end(key)
@@ -354,7 +429,6 @@ class ServedModel:
             self._views.popitem(last=False)
         return view
 
-
     def _check_reference(self, reference):
         """Refuse a reference whose tokens and `[END]` pass `max_output_tokens` (413),
         the most a search may emit."""
@@ -369,6 +443,49 @@ class ServedModel:
             )
 
 
+def load_tensorflow_model(name, directories, limits):
+    """The `TensorFlowModel` of the runs' model `directories` (several: an ensemble)."""
+    import tensorflow as tf
+
+    from attncli.search.ensemble import load_ensemble
+
+    # Each search a request asks for is traced once, by design: TensorFlow's warning that
+    # many functions were traced says nothing to act on here.
+    tf.get_logger().setLevel("ERROR")
+    loaded = load_ensemble(directories)
+    return TensorFlowModel(name, loaded, len(directories), limits,
+                           training_max_length(directories[0], loaded.metadata))
+
+
+def load_exported_model(name, directories, limits, compute_type="float32"):
+    """The `ExportedModel` of a CTranslate2 export (`directories`: the one export),
+    its weights loaded as `compute_type` (`"float32"` or `"int8"`)."""
+    from attncli.serve.exported_model import ExportedModel
+
+    [directory] = directories
+    return ExportedModel.load(name, directory, limits, compute_type)
+
+
+class Engine(NamedTuple):
+    """What runs a server's models.
+
+    Attributes:
+        load: `load(name, directories, limits, **options)` -> its `ServedModel`, on the
+            batcher's thread.
+        tensorflow: whether it runs TensorFlow (the server imports it, quietly, first).
+    """
+
+    load: Callable
+    tensorflow: bool
+
+
+#: The engines a server runs its models with, by `--engine` name.
+ENGINES = {
+    "tensorflow": Engine(load_tensorflow_model, tensorflow=True),
+    "ctranslate2": Engine(load_exported_model, tensorflow=False),
+}
+
+
 class Registry:
     """The models of one server, by name; the first is the default.
 
@@ -376,28 +493,25 @@ class Registry:
         specs: `(name, [model directory, ...])` pairs, in order; several directories
             are decoded as an ensemble.
         limits: the server's `Limits`.
+        engine: the name of the engine every model runs on (`ENGINES`). Defaults to
+            `"tensorflow"`.
+        options: the engine's options, e.g. `{"compute_type": "int8"}` for
+            `"ctranslate2"`. Defaults to none.
     """
 
-    def __init__(self, specs, limits):
+    def __init__(self, specs, limits, engine="tensorflow", options=None):
         self.specs = list(specs)
         self.limits = limits
+        self.engine = ENGINES[engine]
+        self.options = dict(options or {})
         self.default = self.specs[0][0]
         self.models = {}
         self.ready = False
 
     def load(self, report=None):
         """Load every model and trace its searches; `report(line)` says what is done."""
-        import tensorflow as tf
-
-        from attncli.search.ensemble import load_ensemble
-
-        # Each search a request asks for is traced once, by design: TensorFlow's warning
-        # that many functions were traced says nothing to act on here.
-        tf.get_logger().setLevel("ERROR")
         for name, directories in self.specs:
-            loaded = load_ensemble(directories)
-            model = ServedModel(name, loaded, len(directories), self.limits,
-                                training_max_length(directories[0], loaded.metadata))
+            model = self.engine.load(name, directories, self.limits, **self.options)
             model.start()
             self.models[name] = model
             if report is not None:

@@ -2,8 +2,8 @@
 
 Requests are validated strictly: a field of the wrong type (`"beam": "5"`,
 `"alignments": 1`) or a field the API does not know is refused, not converted or
-ignored, and so is a string that is not text (`NOT_TEXT`), wherever it is. The response models document the API at `/docs`; responses are built as
-plain dicts.
+ignored, and so is a string that is not text (`NOT_TEXT`), wherever it is. The response
+models document the API at `/docs`; responses are built as plain dicts.
 """
 
 import re
@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from attncli.attentions import ATTENTIONS
 from attncli.errors import clipped, shown
 from attncli.serve.limits import RequestError
+from attncli.serve.registry import ENGINES
 
 #: What no text holds: a lone surrogate (half of a UTF-16 pair: JSON's `"\ud800"`
 #: escape makes one, and no encoder can write it) and the 66 non-characters, which
@@ -124,6 +125,9 @@ class TranslateResponse(BaseModel):
 
 class ModelDescription(BaseModel):
     name: str
+    engine: Literal[tuple(ENGINES)] = Field(
+        description="What runs it: attncli's own search (a run), or CTranslate2 (an export "
+        "of attncli export --format ctranslate2).")
     task: str
     members: int
     source_level: str
@@ -132,6 +136,9 @@ class ModelDescription(BaseModel):
     max_length: int | None = Field(description="The run's data.max_length: training pairs "
                                    "with more tokens on either side were dropped, so the "
                                    "model never saw a longer sentence; null when unknown.")
+    inspect_refusal: str | None = Field(
+        description="null when /inspect and /step show the model's attention; else the one "
+        "line they answer (422), saying why not.")
 
 
 class ModelsResponse(BaseModel):

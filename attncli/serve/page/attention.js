@@ -913,13 +913,23 @@
       const answer = await api("translate", body);
       if (ticket !== latest.translate) return;
       busy("");
-      const inspect = (text, button, chosen) => inspectSentence(text, settings, button, chosen)
-        .catch((error) => {
+      // A model the server cannot show the attention of says why in /models.
+      const model = state.models.find((described) => described.name === byId("model").value);
+      const refusal = model && model.inspect_refusal;
+      const inspect = refusal ? null : (text, button, chosen) =>
+        inspectSentence(text, settings, button, chosen).catch((error) => {
           busy("");
           showError(error.message);
         });
       showTranslations(texts, answer.translations, inspect, given);
+      byId("no-attention").textContent = refusal ? `Model ${model.name}: ${refusal}` : "";
+      byId("no-attention").hidden = !refusal;
       byId("results").focus();
+      if (refusal) {
+        byId("attention").hidden = true;
+        byId("about").textContent = settingsText(model.name, null);
+        return;
+      }
       await inspectSentence(texts[0], settings, document.querySelector(".inspect"), given[0]);
     } catch (error) {
       busy("");
