@@ -210,6 +210,7 @@ def test_the_page_says_the_attention_view_is_not_available(served, tab):  # noqa
     tab.set_viewport_size({"width": 1280, "height": 800})
     tab.goto(url + "/")
     tab.wait_for_selector("#model option", state="attached")
+    assert tab.is_hidden("#references") and tab.is_hidden("#golds")  # no attention to show
     tab.fill("#texts", "tom is here.\nhola")
     tab.click("#submit")
     tab.wait_for_selector("#no-attention:not([hidden])")

@@ -890,14 +890,25 @@
     return Array.from({ length: count }, (_, n) => lines[n] || "");
   }
 
+  // The /models description of the model chosen (undefined before they are known).
+  function chosenModel() {
+    return state.models.find((model) => model.name === byId("model").value);
+  }
+
   async function submit(event) {
     event.preventDefault();
     clearError();
     const texts = byId("texts").value.split(/\r?\n/).filter((line) => line.trim() !== "");
     try {
       if (texts.length === 0) throw new Error("type a sentence to translate (one per line)");
-      const references = perSentence(byId("references"), "reference translations", texts.length);
-      const golds = perSentence(byId("golds"), "gold links", texts.length);
+      // A model the server cannot show the attention of says why in /models; the fields
+      // for the attention over a reference are hidden then, and not read.
+      const model = chosenModel();
+      const refusal = model && model.inspect_refusal;
+      const references = refusal ? Array(texts.length).fill("")
+        : perSentence(byId("references"), "reference translations", texts.length);
+      const golds = refusal ? Array(texts.length).fill("")
+        : perSentence(byId("golds"), "gold links", texts.length);
       golds.forEach((gold, n) => {
         if (gold && !references[n]) {
           throw new Error(`the gold links of sentence ${n + 1} join the words of a ` +
@@ -913,9 +924,6 @@
       const answer = await api("translate", body);
       if (ticket !== latest.translate) return;
       busy("");
-      // A model the server cannot show the attention of says why in /models.
-      const model = state.models.find((described) => described.name === byId("model").value);
-      const refusal = model && model.inspect_refusal;
       const inspect = refusal ? null : (text, button, chosen) =>
         inspectSentence(text, settings, button, chosen).catch((error) => {
           busy("");
@@ -989,9 +997,10 @@
       byId("model").closest("label").hidden = models.length < 2;
       // An empty beam is the model's own: its placeholder says which.
       const placeholder = () => {
-        const chosen = models.find((model) => model.name === byId("model").value);
+        const chosen = chosenModel();
         const beam = chosen && chosen.decoding && chosen.decoding.beam_size;
         byId("beam").placeholder = beam ? String(beam) : "";
+        byId("attention-fields").hidden = Boolean(chosen && chosen.inspect_refusal);
       };
       byId("model").addEventListener("change", placeholder);
       placeholder();
