@@ -406,19 +406,16 @@ def decode_marks(supervisor, attncli, joey, shared):
                 log = open(output.with_suffix(".log"), "w")
                 print(f"decoding test_2016_flickr: {side.name}, {mark:g} minutes, beam {beam}",
                       file=sys.stderr, flush=True)
-                started = time.monotonic()
                 process = subprocess.Popen(
                     ["taskset", "-c", str(side.core), *map(str, command)], stdin=stdin,
                     stdout=open(partial, "w"), stderr=log,
                     env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
                 )
-                jobs.append((side, process, partial, output, started, log))
-            for side, process, partial, output, started, log in jobs:
+                jobs.append((side, process, partial, output, log))
+            for side, process, partial, output, log in jobs:
                 if process.wait():
                     raise SystemExit(f"decoding with {side.name} failed; see {log.name}")
                 partial.rename(output)
-                timing = output.with_suffix(".seconds")
-                timing.write_text(f"{time.monotonic() - started:.1f}\n")
 
 
 def score(hypotheses_path, references):
@@ -494,7 +491,8 @@ def table(args, supervisor, attncli, joey, shared, machine):
             steps, tokens = joey_trained(joey.python, joey.latest_checkpoint())
             pattern = r"Tokens per Sec:\s+([\d.]+)"
         cpu = sum(session.get("cpu_seconds", 0.0) for session in record["sessions"])
-        wall = sum(session.get("ended", 0) - session["started"] for session in record["sessions"])
+        wall = sum(session["ended"] - session["started"] for session in record["sessions"]
+                   if "ended" in session)
         peak = max(session.get("peak_rss", 0) for session in record["sessions"])
         logged = median_rate(pattern, side.log_path.read_text("utf-8", "replace"))
         usage.append(
