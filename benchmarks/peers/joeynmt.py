@@ -330,7 +330,7 @@ class JoeySide(Side):
     last one's `latest.ckpt`; stopped by SIGINT at the budget (Joey then saves its
     weights and ends)."""
 
-    training_begun = re.compile(r"EPOCH 1\b|EPOCH \d+")
+    training_begun = re.compile(r"EPOCH \d+")
     budget_signal = signal.SIGINT
     interrupt_signal = signal.SIGINT
 
@@ -366,8 +366,11 @@ class JoeySide(Side):
         return None
 
     def take_kept_model(self, destination):
-        for folder in reversed(self.sessions()):
-            for name in ("best.ckpt", "latest.ckpt"):
+        """The newest session's `best.ckpt` (Joey carries its best score across sessions,
+        so a later one beat every earlier one), else, before any validation, the last
+        weights saved."""
+        for name in ("best.ckpt", "latest.ckpt"):
+            for folder in reversed(self.sessions()):
                 if (folder / name).exists():
                     shutil.copy2((folder / name).resolve(), destination / "model.ckpt")
                     (destination / "kept.txt").write_text(f"{(folder / name).resolve()}\n")
