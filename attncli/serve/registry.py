@@ -217,7 +217,7 @@ class ServedModel:
         """A translation request's `Decoding`: its search (`search`), its prefix, and its
         sampling as `attncli translate --sampling` makes it (`n_best` samples per text,
         no beam). `token_log_probs`: whether the request asks for each token's log
-        probability (every hypothesis of this engine carries them).
+        probability (an engine that cannot give them refuses the request).
 
         Raises:
             RequestError: 422 for settings that do not go together or a bad value.

@@ -45,13 +45,15 @@ class TranslateRequest(Strict):
     attention: bool = Field(False, description="Add the attention weights (output tokens "
                             "x source tokens) and the tokens.")
     token_log_probs: bool = Field(False, description="Add the tokens and each one's log "
-                                  "probability (`token_log_probs`).")
+                                  "probability (`token_log_probs`; not with the ctranslate2 "
+                                  "engine).")
     prefix: str | None = Field(None, description="Every translation begins with this text "
                                "(tokenized as the target side, its tokens forced, then the "
                                "search goes on), as attncli translate --prefix.")
     sampling: str | None = Field(None, description="random, topk:K or topp:P: draw each "
                                  "translation at random instead of searching (no beam; "
-                                 "n_best draws that many), as attncli translate --sampling.")
+                                 "n_best draws that many), as attncli translate --sampling "
+                                 "(not with the ctranslate2 engine).")
     temperature: float | None = Field(None, description="Sampling's temperature; 1 if "
                                       "absent.")
     seed: int | None = Field(None, description="Sampling's seed, in [0, 2**63 - 1]; the same "
