@@ -21,6 +21,7 @@ import pytest
 from attncli_process import FIXTURE_RUN
 from attncli_runs import trained  # noqa: F401 (a fixture)
 from cli_errors import one_line_error
+from process_watch import run, wait, wait_until
 from typer.testing import CliRunner
 
 from attncli.alignment.symmetrization import symmetrize
@@ -36,7 +37,6 @@ PAIRS = [
 ]
 # talp, 1-based: sure "i-j", possible "ipj"; the third pair's target is empty.
 GOLD = ["1-1 1-2 2-3 3-4", "2-1 3-2 4-3 5-4 1p1 6-5", "", "1-1 2-3 3-4 4p5 5-5 6-6 7-7"]
-TIMEOUT = 300
 # A model directory for the refusals that come before any model is loaded (read only).
 MODEL = FIXTURE_RUN / "model"
 
@@ -240,10 +240,11 @@ def test_stdin_answers_each_pair_as_it_is_read(trained, files, tmp_path):  # noq
         for (source, target), links in zip(PAIRS, expected):
             process.stdin.write(f"{source}\t{target}\n".encode("utf-8"))
             process.stdin.flush()
-            assert answers.get(timeout=TIMEOUT).decode("utf-8") == links + "\n"
+            wait_until(lambda: not answers.empty(), process)
+            assert answers.get().decode("utf-8") == links + "\n"
         assert process.poll() is None  # still reading: stdin is open
         process.stdin.close()
-        assert process.wait(timeout=TIMEOUT) == 0
+        assert wait(process) == 0
         assert b"aligned" not in process.stderr.read()  # no progress for stdin
     finally:
         process.kill()
@@ -365,7 +366,6 @@ def test_align_help_imports_no_tensorflow():
             assert exit.code == 0, exit.code
         print("HEAVY", sorted(name for name in ("tensorflow", "keras") if name in sys.modules))
     """)
-    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                               timeout=120, cwd=REPO, env=ENV)
+    completed = run([sys.executable, "-c", code], cwd=REPO, env=ENV)
     assert completed.returncode == 0, completed.stderr
     assert "HEAVY []" in completed.stdout and "--symmetrize" in completed.stdout

@@ -18,6 +18,7 @@ import pytest
 from typer.testing import CliRunner
 from attncli_process import FIXTURE_RUN
 from cli_errors import one_line_error
+from process_watch import run
 from shared_data import shared_data
 
 from attncli.alignment.links import check_within, parse_pharaoh, parse_talp, score_corpus
@@ -30,9 +31,9 @@ REPO = Path(__file__).resolve().parents[1]
 TRAINING_PAIRS = 400_000
 
 
-def benchmark(*args, timeout=120):
-    return subprocess.run([sys.executable, "-m", "benchmarks.alignment", *map(str, args)],
-                          cwd=REPO, capture_output=True, text=True, timeout=timeout)
+def benchmark(*args):
+    """`python -m benchmarks.alignment ARGS`, waiting as long as it works (`process_watch`)."""
+    return run([sys.executable, "-m", "benchmarks.alignment", *map(str, args)], cwd=REPO)
 
 
 def table_row(stdout, method):
@@ -284,7 +285,7 @@ def test_alignment_layer_rows_read_the_layer_one_way_and_both(stand_in, tmp_path
     data, eflomal_dir = stand_in
     aligner = with_alignment_layer(FIXTURE_RUN, tmp_path / "aligner")
     result = benchmark("--data", data, "--eflomal-dir", eflomal_dir, "--aligner", aligner,
-                       "--aligner-reverse", aligner, timeout=900)
+                       "--aligner-reverse", aligner)
     assert result.returncode == 0, result.stderr
     methods = [line.split(" | ")[0].strip("| ") for line in result.stdout.splitlines()
                if line.startswith("| attncli")]
@@ -330,9 +331,9 @@ def test_eflomal_aligns_the_training_text_with_the_test_set_appended(stand_in, t
     if eflomal_align() is None:
         pytest.skip("eflomal is not installed (pip install 'attncli[align]')")
     data, _ = stand_in
-    result = subprocess.run(
+    result = run(
         [sys.executable, "-m", "benchmarks.eflomal_links", "--data", data, "--out", tmp_path],
-        cwd=REPO, capture_output=True, text=True, timeout=300)
+        cwd=REPO)
     assert result.returncode == 0, result.stderr
     assert result.stdout == f"{tmp_path / 'train.en-fr.gdfa'}\n"
     folder = data / "hansards-en-fr"

@@ -3,13 +3,13 @@
 import importlib.metadata
 import json
 import math
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
+from process_watch import run
 from typer.testing import CliRunner
 
 import attncli
@@ -71,10 +71,7 @@ def test_help_does_not_import_tensorflow(args):
                                          "starlette") if name in sys.modules)
         print("HEAVY", heavy)
     """)
-    completed = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-        cwd=Path(__file__).resolve().parents[1],
-    )
+    completed = run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1])
     assert completed.returncode == 0, completed.stderr
     assert "HEAVY []" in completed.stdout
     shown = {"--help": "score-demo", "--version": f"attncli {attncli.__version__}"}
@@ -399,20 +396,14 @@ def installed_attncli():
 
 @pytest.mark.slow
 def test_installed_script_prints_the_worked_example():
-    completed = subprocess.run(
-        [str(installed_attncli()), "score-demo", "--format", "json"],
-        capture_output=True, text=True, timeout=300,
-    )
+    completed = run([str(installed_attncli()), "score-demo", "--format", "json"])
     assert completed.returncode == 0, completed.stderr
     document = json.loads(completed.stdout)
     assert document["steps"]["scores"] == [[15.0, 60.0, 15.0, 35.0]]
 
 
 def test_installed_script_reports_a_user_error_on_one_line():
-    completed = subprocess.run(
-        [str(installed_attncli()), "score-demo", "--score", "cosine"],
-        capture_output=True, text=True, timeout=300,
-    )
+    completed = run([str(installed_attncli()), "score-demo", "--score", "cosine"])
     assert completed.returncode == 2
     assert completed.stdout == ""
     assert completed.stderr.strip().startswith("Error: unknown score 'cosine'")

@@ -60,7 +60,7 @@ def train_default(work, *changes):
         "".join(f"{source}\t{target}\n" for source, target in PAIRS), encoding="utf-8"
     )
     overrides = [argument for change in MEMORISE + list(changes) for argument in ("--set", change)]
-    attncli("train", "--run-dir", "run", *overrides, cwd=work, timeout=900)
+    attncli("train", "--run-dir", "run", *overrides, cwd=work)
     return work / "run"
 
 

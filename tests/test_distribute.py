@@ -20,12 +20,12 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 from cli_errors import one_line_error
+from process_watch import communicate, run, wait_until
 from typer.testing import CliRunner
 
 from attncli.cli.app import app
@@ -42,7 +42,6 @@ HELPER = Path(__file__).resolve().parent / "distributed_run.py"
 # which must match one device's too, and survive a multi-worker resume.
 ONE_EPOCH = ["training.epochs=1", "training.average_decay=0.9"]
 RTOL = 1e-5
-TIMEOUT = 300
 
 
 def tf_config(workers, task_type="worker", index=0, chief=None):
@@ -159,9 +158,9 @@ def curves(tmp_path_factory):
     """Per-step losses of one device and of 2 mirrored CPU replicas, one process."""
     work = tmp_path_factory.mktemp("curves")
     overrides = [arg for override in ONE_EPOCH for arg in ("--set", override)]
-    result = subprocess.run(
+    result = run(
         [sys.executable, str(HELPER), str(TINY), str(work), "--cpu-devices", "2", *overrides],
-        capture_output=True, text=True, timeout=TIMEOUT, env=environment(),
+        env=environment(),
     )
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
@@ -186,16 +185,14 @@ def test_mirrored_on_two_cpu_replicas_matches_one_device_step_by_step(curves):
     np.testing.assert_allclose(two["loss"], one["loss"], rtol=RTOL)
 
 
-def run_attncli(*args, cwd, env=None, timeout=TIMEOUT):
+def run_attncli(*args, cwd, env=None):
     """`python -m attncli ARGS` in `cwd`, whatever its exit code."""
-    return subprocess.run(
-        [sys.executable, "-m", "attncli", *map(str, args)],
-        cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env or environment(),
-    )
+    return run([sys.executable, "-m", "attncli", *map(str, args)], cwd=cwd,
+               env=env or environment())
 
 
-def attncli(*args, cwd, env=None, timeout=TIMEOUT):
-    result = run_attncli(*args, cwd=cwd, env=env, timeout=timeout)
+def attncli(*args, cwd, env=None):
+    result = run_attncli(*args, cwd=cwd, env=env)
     assert result.returncode == 0, f"attncli {args} exited {result.returncode}:\n{result.stderr}"
     return result
 
@@ -242,18 +239,18 @@ def start_workers(cwd, *args, own_args=lambda index: []):
     return processes
 
 
-def finish(processes, timeout=TIMEOUT):
-    """Wait for every process; kill them all if one takes too long. Returns outputs."""
-    deadline = time.monotonic() + timeout
+def finish(processes):
+    """Wait for every process while they work together (`process_watch`: the workers
+    wait for each other); kill them all if they hang. Returns outputs."""
     outputs = []
     try:
         for process in processes:
-            stdout, stderr = process.communicate(timeout=max(deadline - time.monotonic(), 1))
+            stdout, stderr = communicate(process, together=processes)
             outputs.append((process.returncode, stdout, stderr))
     finally:
         for process in processes:
             process.kill()
-            process.wait(timeout=30)
+            process.wait()
     return outputs
 
 
@@ -272,11 +269,7 @@ def multi_worker_run(tmp_path_factory):
     processes = start_workers(work, *args)
     index = work / "runs" / "tiny" / "checkpoints" / "checkpoint"
     try:
-        deadline = time.monotonic() + TIMEOUT
-        while not index.exists() and time.monotonic() < deadline:
-            assert all(process.poll() is None for process in processes), "a worker ended early"
-            time.sleep(0.2)
-        assert index.exists(), "no checkpoint was written before the deadline"
+        wait_until(index.exists, *processes)
         processes[1].send_signal(signal.SIGTERM)
     finally:
         stopped = finish(processes)

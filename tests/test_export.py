@@ -16,6 +16,7 @@ import tensorflow as tf
 from typer.testing import CliRunner
 
 from cli_errors import one_line_error
+from process_watch import communicate
 from spa_eng_parts import REPO, SENTENCES, spa_eng_pairs
 
 from attncli.cli import export_command
@@ -209,8 +210,7 @@ class PythonWithoutAttncli:
                                            reply["stderr"])
 
     def close(self):
-        self.process.stdin.close()
-        self.process.wait(timeout=60)
+        communicate(self.process)  # closes its stdin: it ends
         self.log.close()
 
 

@@ -13,8 +13,8 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import time
 
+import process_watch
 import pytest
 from attncli_runs import (  # noqa: F401  (run and trained are fixtures)
     ENV, TINY, attncli, run, start, stop, succeeds, train_before_tensorflow, trained, wait_for,
@@ -61,8 +61,7 @@ def test_a_second_writer_is_refused_and_told_who_writes(tmp_path):
 
 def locks_in_another_process(directory):
     """Whether a second process can lock `directory` now, as attncli train would."""
-    other = subprocess.run([sys.executable, "-c", holder_script(directory, 0)], env=ENV,
-                           capture_output=True, text=True, timeout=60)
+    other = process_watch.run([sys.executable, "-c", holder_script(directory, 0)], env=ENV)
     return other.returncode == 0 and other.stdout == "locked\n"
 
 
@@ -200,9 +199,9 @@ def in_namespace(script, cwd):
     ) if shutil.which("unshare") else None
     if probe is None or probe.returncode != 0:
         pytest.skip("cannot mount a tmpfs in a user namespace here")
-    completed = subprocess.run(
+    completed = process_watch.run(
         ["unshare", "--user", "--map-root-user", "--mount", "bash", "-euc", script],
-        cwd=cwd, env=ENV, capture_output=True, text=True, timeout=900,
+        cwd=cwd, env=ENV,
     )
     assert completed.returncode == 0, completed.stderr
     return completed

@@ -2,10 +2,10 @@
 
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 
+import process_watch
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -22,11 +22,14 @@ def finished_run(path, test):
     return path
 
 
+def benchmark(script, *args):
+    """`python -m benchmarks.SCRIPT ARGS`, waiting as long as it works (`process_watch`)."""
+    return process_watch.run([sys.executable, "-m", f"benchmarks.{script}", *map(str, args)],
+                             cwd=REPO)
+
+
 def report(script, run):
-    return subprocess.run(
-        [sys.executable, "-m", f"benchmarks.{script}", "--reuse", "--run-dir", str(run)],
-        cwd=REPO, capture_output=True, text=True, timeout=60,
-    )
+    return benchmark(script, "--reuse", "--run-dir", run)
 
 
 def test_g2p_table_puts_the_run_beside_the_published_rows(tmp_path):
@@ -60,10 +63,7 @@ def test_an_unfinished_run_and_a_finished_one_without_reuse(tmp_path, script):
     result = report(script, tmp_path / "run")
     assert result.returncode == 1 and "has not finished" in result.stderr
     run = finished_run(tmp_path / "done", {"decoding": {}})
-    result = subprocess.run(
-        [sys.executable, "-m", f"benchmarks.{script}", "--run-dir", str(run)],
-        cwd=REPO, capture_output=True, text=True, timeout=60,
-    )
+    result = benchmark(script, "--run-dir", run)
     assert result.returncode == 1 and "holds a finished run" in result.stderr
 
 
@@ -92,11 +92,8 @@ def test_g2p_seeds_are_reported_alone_and_as_their_ensemble(tmp_path):
         })
     (tmp_path / "runs" / "ensemble.json").write_text(json.dumps(
         {"per": 5.25, "wer": 22.5, "words": 12000, "runs": ["seed-0", "seed-1"]}))
-    result = subprocess.run(
-        [sys.executable, "-m", "benchmarks.cmudict_g2p", "--reuse", "--seeds", "0", "1",
-         "--run-dir", str(tmp_path / "runs")],
-        cwd=REPO, capture_output=True, text=True, timeout=60,
-    )
+    result = benchmark("cmudict_g2p", "--reuse", "--seeds", "0", "1",
+                       "--run-dir", tmp_path / "runs")
     assert result.returncode == 0, result.stderr
     assert "| attncli (`configs/cmudict-g2p.yaml`), seed 0 | 5.80 | 24.50 |" in result.stdout
     assert "| attncli (`configs/cmudict-g2p.yaml`), seed 1 | 5.90 | 24.75 |" in result.stdout
@@ -106,11 +103,7 @@ def test_g2p_seeds_are_reported_alone_and_as_their_ensemble(tmp_path):
 
 @pytest.mark.parametrize("seeds", [["3", "3"], ["3"]])
 def test_a_seed_given_twice_or_alone_is_refused(tmp_path, seeds):
-    result = subprocess.run(
-        [sys.executable, "-m", "benchmarks.cmudict_g2p", "--seeds", *seeds,
-         "--run-dir", str(tmp_path / "runs")],
-        cwd=REPO, capture_output=True, text=True, timeout=60,
-    )
+    result = benchmark("cmudict_g2p", "--seeds", *seeds, "--run-dir", tmp_path / "runs")
     assert result.returncode == 2 and "give two or more seeds, each once" in result.stderr
 
 
@@ -125,14 +118,12 @@ def test_g2p_seeds_train_side_by_side_and_decode_as_one(tmp_path):
 
     data = shared_data("cmudict/g014b2b.train").parents[1]
     runs = tmp_path / "runs"
-    command = [
-        sys.executable, "-m", "benchmarks.cmudict_g2p", "--seeds", "0", "1",
-        "--data", str(data), "--run-dir", str(runs),
+    result = benchmark(
+        "cmudict_g2p", "--seeds", "0", "1", "--data", data, "--run-dir", runs,
         "--set", "data.limit=400", "--set", "model.units=16", "--set", "model.embedding_dim=8",
         "--set", "model.encoder_layers=1", "--set", "training.epochs=1",
         "--set", "training.eval_sentences=20", "--set", "decoding.beam_size=2",
-    ]
-    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     for seed in (0, 1):
         config = (runs / f"seed-{seed}" / "config.yaml").read_text("utf-8")

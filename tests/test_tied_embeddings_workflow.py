@@ -4,12 +4,12 @@ its own in test_workflow); and trained on 2 mirrored CPU replicas, step by step 
 device."""
 
 import json
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 from attncli_runs import ENV, REPO, TINY
+from process_watch import run
 from typer.testing import CliRunner
 
 from attncli.cli.app import app
@@ -79,12 +79,8 @@ def test_a_tied_run_resumes_from_its_checkpoint(tied_run):
 def test_mirrored_replicas_train_the_tied_model_as_one_device(tmp_path):
     helper = REPO / "tests" / "distributed_run.py"
     overrides = SHARED + ["training.average_decay=0.9"]
-    result = subprocess.run(
-        [sys.executable, str(helper), str(TINY), str(tmp_path), "--cpu-devices", "2",
-         *sets(overrides)],
-        capture_output=True, text=True, timeout=600,
-        env=ENV,
-    )
+    result = run([sys.executable, str(helper), str(TINY), str(tmp_path), "--cpu-devices", "2",
+                  *sets(overrides)], env=ENV)
     assert result.returncode == 0, result.stderr
     curves = json.loads(result.stdout)
     single, mirrored = curves["none"], curves["mirrored"]

@@ -15,18 +15,17 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
 from attncli_runs import trained  # noqa: F401 (a fixture)
+from process_watch import TICK, Watch, communicate, wait, wait_until
 from typer.testing import CliRunner
 
 from attncli.cli.app import app
 
 REPO = Path(__file__).resolve().parents[1]
 SENTENCES = ["Tengo un gato.", "", "¿Dónde está?", "Hace frío hoy."]
-TIMEOUT = 300  # seconds: TensorFlow starts slowly on a loaded machine
 
 pytestmark = pytest.mark.slow
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3"}
@@ -38,19 +37,27 @@ def translate(*args, cwd, **popen):
 
 
 class Lines:
-    """The lines of a process's stdout, read in a thread, each waited for with a timeout."""
+    """The lines of a process's stdout, read in a thread, each waited for as long as the
+    process works (`process_watch`)."""
 
-    def __init__(self, stream):
+    def __init__(self, process):
+        self.process = process
         self.lines = queue.Queue()
-        threading.Thread(target=self._read, args=(stream,), daemon=True).start()
+        threading.Thread(target=self._read, args=(process.stdout,), daemon=True).start()
 
     def _read(self, stream):
         for line in iter(stream.readline, b""):
             self.lines.put(line.decode("utf-8"))
         self.lines.put(None)
 
-    def next(self, timeout=TIMEOUT):
-        return self.lines.get(timeout=timeout)
+    def next(self):
+        """The next line, None at the end."""
+        watch = Watch([self.process])
+        while True:
+            try:
+                return self.lines.get(timeout=TICK)
+            except queue.Empty:
+                watch.check()
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +76,7 @@ def test_a_line_down_a_pipe_is_answered_before_the_pipe_closes(run, tmp_path):
     process = translate(tiny, cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                         stderr=subprocess.DEVNULL)
     try:
-        output = Lines(process.stdout)
+        output = Lines(process)
         for sentence in SENTENCES:
             process.stdin.write(sentence.encode("utf-8") + b"\n")
             process.stdin.flush()
@@ -77,7 +84,7 @@ def test_a_line_down_a_pipe_is_answered_before_the_pipe_closes(run, tmp_path):
         assert process.poll() is None  # still reading: stdin is open
         process.stdin.close()
         assert output.next() is None
-        assert process.wait(timeout=TIMEOUT) == 0
+        assert wait(process) == 0
     finally:
         process.kill()
 
@@ -89,14 +96,14 @@ def test_a_line_typed_at_a_terminal_is_answered_at_once(run, tmp_path):
                         stderr=subprocess.PIPE)
     os.close(terminal_side)
     try:
-        output = Lines(process.stdout)
+        output = Lines(process)
         os.write(terminal, "¿Dónde está?\n".encode("utf-8"))
         assert output.next() == expected["¿Dónde está?"] + "\n"
         os.write(terminal, b"Hace fr\xc3\xado hoy.\n")
         assert output.next() == expected["Hace frío hoy."] + "\n"
         os.write(terminal, b"\x04")  # Ctrl-D at the start of a line: the end of the input
         assert output.next() is None
-        assert process.wait(timeout=TIMEOUT) == 0
+        assert wait(process) == 0
         assert "Ctrl-D" in process.stderr.read().decode("utf-8")
     finally:
         process.kill()
@@ -117,13 +124,10 @@ def test_a_file_is_written_batch_by_batch_and_ctrl_c_keeps_what_was_written(run,
                             stdout=stdout, stderr=subprocess.PIPE,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         try:
-            deadline = time.monotonic() + TIMEOUT
-            while not result.stat().st_size and time.monotonic() < deadline:
-                assert process.poll() is None, "the process ended before any output appeared"
-                time.sleep(0.05)
+            wait_until(lambda: result.stat().st_size, process)
             assert process.poll() is None, "the whole file was translated before any output"
             process.send_signal(signal.SIGINT)
-            _, stderr = process.communicate(timeout=TIMEOUT)
+            _, stderr = communicate(process)
         finally:
             process.kill()
     assert process.returncode == 130

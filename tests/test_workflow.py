@@ -21,6 +21,7 @@ from attncli_process import attncli
 from attncli_runs import train_tiny, trained_two_epochs  # noqa: F401 (a fixture)
 from built_once import built_once
 from cli_errors import one_line_error
+from process_watch import communicate, wait_until
 from shared_data import shared_data
 from typer.testing import CliRunner
 
@@ -181,15 +182,12 @@ def test_kill_9_in_the_middle_then_resume_and_finish(tmp_path):
                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     index = tmp_path / "runs" / "killed" / "checkpoints" / "checkpoint"
     try:
-        deadline = time.monotonic() + 240
-        while not index.exists() and time.monotonic() < deadline and process.poll() is None:
-            time.sleep(0.2)
-        assert index.exists(), "no checkpoint was written before the deadline"
+        wait_until(index.exists, process)
         time.sleep(1.0)
         process.send_signal(signal.SIGKILL)
     finally:
         process.kill()
-        process.wait(timeout=30)
+        communicate(process)
     resumed = attncli("train", "--resume", "--run-dir", "runs/killed", cwd=tmp_path)
     assert "resuming from" in resumed.stderr
     assert json.loads(resumed.stdout)["epochs"] == 3
@@ -205,12 +203,9 @@ def test_sigterm_writes_a_checkpoint_and_says_how_to_resume(tmp_path):
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     metrics = tmp_path / "runs" / "stopped" / "metrics.jsonl"
     try:
-        deadline = time.monotonic() + 240
-        while not metrics.exists() and time.monotonic() < deadline and process.poll() is None:
-            time.sleep(0.2)
-        assert metrics.exists(), "training did not reach its first evaluation"
+        wait_until(metrics.exists, process)  # its first evaluation
         process.send_signal(signal.SIGTERM)
-        _, stderr = process.communicate(timeout=120)
+        _, stderr = communicate(process)
     finally:
         process.kill()
     assert process.returncode == 143
