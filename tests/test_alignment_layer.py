@@ -189,6 +189,16 @@ def test_freeze_translation_updates_the_alignment_layer_alone():
         assert moved == ("alignment_layer" in variable.path), variable.path
 
 
+def frozen_aligner(trained_guided, work):  # noqa: F811
+    """`work/run`, a copy of the guided run, and `work/aligner.yaml`: its config with an
+    alignment layer, trained alone (the translation frozen)."""
+    shutil.copytree(trained_guided / "run", work / "run")
+    aligner = guided_config(trained_guided / "data", limit=GUIDED_SENTENCES)
+    aligner["model"]["alignment_layer"] = True
+    aligner["training"]["guided_alignment"]["freeze_translation"] = True
+    (work / "aligner.yaml").write_text(json.dumps(aligner))
+
+
 @pytest.mark.parametrize("decoder", DECODERS)
 def test_validation_measures_the_layer_against_numpy(decoder):
     """The guided evaluation step: the translation losses of `make_eval_step`, and
@@ -221,11 +231,7 @@ def test_a_frozen_run_keeps_its_best_layer(trained_guided, tmp_path,  # noqa: F8
     the training file) have links, so the metric is `alignment`; each evaluation keeps
     the model only when `valid_alignment_loss` is lower than every earlier one."""
     monkeypatch.chdir(tmp_path)
-    shutil.copytree(trained_guided / "run", tmp_path / "run")
-    aligner = guided_config(trained_guided / "data", limit=GUIDED_SENTENCES)
-    aligner["model"]["alignment_layer"] = True
-    aligner["training"]["guided_alignment"]["freeze_translation"] = True
-    (tmp_path / "aligner.yaml").write_text(json.dumps(aligner))
+    frozen_aligner(trained_guided, tmp_path)
     parts, _ = built("aligner.yaml", "aligned", init_from="run")
     trainer = Trainer(parts, Recorder())
     assert trainer.stop_metric.name == "alignment"
@@ -316,11 +322,7 @@ def test_a_finished_run_gains_a_trained_alignment_layer(trained_guided, tmp_path
     the translation frozen: the model's weights stay RUN's, the layer moves, align reads
     it, export still works (a guided run's export: test_guided_alignment has none)."""
     monkeypatch.chdir(tmp_path)
-    shutil.copytree(trained_guided / "run", tmp_path / "run")
-    aligner = guided_config(trained_guided / "data", limit=GUIDED_SENTENCES)
-    aligner["model"]["alignment_layer"] = True
-    aligner["training"]["guided_alignment"]["freeze_translation"] = True
-    (tmp_path / "aligner.yaml").write_text(json.dumps(aligner))
+    frozen_aligner(trained_guided, tmp_path)
 
     def attncli(*args):
         result = CliRunner().invoke(app, [str(arg) for arg in args], env={"COLUMNS": "500"})

@@ -31,6 +31,14 @@ _DEBUG = "attncli.debug"
 _UsageError = typer.BadParameter.__mro__[1]
 
 
+# `--compute-type` of the CTranslate2 engine, for translate and serve.
+ComputeType = Annotated[
+    str | None,
+    typer.Option(metavar="float32|int8", help="With --engine ctranslate2: the weights' "
+                 "type (int8 is faster, not exact).", show_default="float32"),
+]
+
+
 class AttncliGroup(TyperGroup):
     """The app's command group: reports an `AttncliError` from any command, and any
     command-line parsing error, as `Error: <message>` on stderr and exits with code 2.
@@ -458,11 +466,7 @@ def translate(
                      help="ctranslate2: translate an export of `attncli export RUN DIR "
                      "--format ctranslate2` with CTranslate2, without loading TensorFlow."),
     ] = "tensorflow",
-    compute_type: Annotated[
-        str | None,
-        typer.Option(metavar="float32|int8", help="With --engine ctranslate2: the weights' "
-                     "type (int8 is faster, not exact).", show_default="float32"),
-    ] = None,
+    compute_type: ComputeType = None,
 ):
     """Translate sentences with a trained run, one output line per input line."""
     if engine != "ctranslate2":
@@ -511,11 +515,7 @@ def serve(
                      "ctranslate2` with CTranslate2, without loading TensorFlow (no "
                      "sampling, token log probabilities, /inspect or /step)."),
     ] = "tensorflow",
-    compute_type: Annotated[
-        str | None,
-        typer.Option(metavar="float32|int8", help="With --engine ctranslate2: the weights' "
-                     "type (int8 is faster, not exact).", show_default="float32"),
-    ] = None,
+    compute_type: ComputeType = None,
     host: Annotated[
         str, typer.Option(metavar="ADDRESS", help="Address to listen on; 0.0.0.0 opens the "
                           "server to other machines.")
