@@ -176,7 +176,7 @@ def test_the_command_trains_both_and_writes_the_table(tmp_path):
         [sys.executable, "-m", "benchmarks.peers.joeynmt", "--pairing", "recurrent",
          "--minutes", "0.2", "--limit", "30", "--vocab-size", "1000",
          "--cores", f"{CORE},{CORE}", "--data", data, "--work-dir", work],
-        cwd=REPO, capture_output=True, text=True, timeout=900,
+        cwd=REPO, capture_output=True, text=True, timeout=1800,
         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
     )
     assert done.returncode == 0, done.stderr[-3000:]
