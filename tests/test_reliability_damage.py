@@ -1,10 +1,11 @@
 """A damaged or missing file of a run is named with what is wrong; leftovers are cleared.
 
 Real damaged files in copies of one tiny trained run, through the command
-(`python -m attncli` subprocesses): a truncated vocabulary, a tokenizer file with a bad
-setting, a deleted model configuration or vocabulary, a saved configuration that no
-longer validates; a finished run resumed (in the test's process: what it says is the
-point); what a killed export left; a corpus of no usable pair.
+(`python -m attncli` subprocesses): a deleted model configuration or vocabulary, a saved
+configuration that no longer validates; a killed export; a corpus of no usable pair. In
+the test's process, where what the command reads is the point and not its process: a
+truncated vocabulary, a tokenizer file with a bad setting, a finished run resumed, the
+export that clears what a killed one left (its check's process takes the long samples).
 """
 
 import fcntl
@@ -27,20 +28,28 @@ from attncli.files import clear_abandoned
 FIXTURE_RUN = Path(__file__).resolve().parent / "fixtures" / "run-0.1.0"
 
 
-def translate_error(run, tmp_path):
+def translate_error(run):
+    """The one-line error of `attncli translate RUN hola` in this process (loading a
+    model's files is the point, not the process)."""
+    return one_line_error(CliRunner().invoke(app, ["translate", str(run), "hola"],
+                                             env={"COLUMNS": "500"}))
+
+
+def process_translate_error(run, tmp_path):
+    """The one-line error of `python -m attncli translate RUN hola`."""
     return one_line_error(attncli("translate", run, "hola", cwd=tmp_path))
 
 
 @pytest.mark.slow
-def test_a_truncated_vocabulary_is_named(run, tmp_path):
+def test_a_truncated_vocabulary_is_named(run):
     vocabulary = run / "model" / "source.vocab.txt"
     lines = vocabulary.read_text().splitlines(keepends=True)
     vocabulary.write_text("".join(lines[: len(lines) // 2]))
-    message = translate_error(run, tmp_path)
+    message = translate_error(run)
     assert str(vocabulary) in message
     # A token cut in two and its first half already there: the file is named too.
     vocabulary.write_text("".join(lines[:8] + [lines[6]]))
-    message = translate_error(run, tmp_path)
+    message = translate_error(run)
     assert f"{vocabulary} is damaged (vocabulary token '{lines[6].strip()}' appears twice)" \
         in message
 
@@ -53,17 +62,17 @@ def test_a_truncated_vocabulary_is_named(run, tmp_path):
     ({"drop_pattern": 3}, "drop_pattern must be a string. Received: drop_pattern=3"),
     ({"lowercase": "yes"}, "lowercase must be true or false"),
 ])
-def test_a_tokenizer_file_with_a_bad_setting_is_named_at_load(run, tmp_path, setting, problem):
+def test_a_tokenizer_file_with_a_bad_setting_is_named_at_load(run, setting, problem):
     path = run / "model" / "target.tokenizer.json"
     path.write_text(json.dumps({**json.loads(path.read_text()), **setting}))
-    message = translate_error(run, tmp_path)
+    message = translate_error(run)
     assert f"{path} is damaged ({problem}" in message
 
 
 @pytest.mark.slow
 def test_a_deleted_model_configuration_is_named_as_missing(run, tmp_path):
     (run / "model" / "config.json").unlink()
-    message = translate_error(run, tmp_path)
+    message = process_translate_error(run, tmp_path)
     assert f"{run / 'model' / 'config.json'} is missing" in message
     assert "train longer" not in message
 
@@ -71,7 +80,7 @@ def test_a_deleted_model_configuration_is_named_as_missing(run, tmp_path):
 @pytest.mark.slow
 def test_a_deleted_model_directory_is_named_as_missing(run, tmp_path):
     shutil.rmtree(run / "model")
-    message = translate_error(run, tmp_path)
+    message = process_translate_error(run, tmp_path)
     assert f"{run / 'model'} is missing: the run kept a best model (epoch 1, metrics.jsonl)" \
         in message
     assert "train longer" not in message
@@ -155,8 +164,12 @@ def test_an_export_clears_what_a_killed_export_left_and_takes_long_samples(train
     (abandoned / "saved_model.pb").write_bytes(b"half")
     # Two samples of 70,000 characters: together past what one argument list may hold.
     sample = "x" * 70_000
-    result = succeeds(attncli("export", trained, tmp_path / "export", "--sample", sample,
-                              "--sample", sample, cwd=tmp_path))
+    # The export in this process: its check's process, to which the samples go, is the
+    # point.
+    result = CliRunner().invoke(app, ["export", str(trained), str(tmp_path / "export"),
+                                      "--sample", sample, "--sample", sample],
+                                env={"COLUMNS": "500"})
+    assert result.exit_code == 0, result.output
     assert f"removed {abandoned}, what an interrupted export to {tmp_path / 'export'} left" \
         in result.stderr
     assert not abandoned.exists()
