@@ -61,9 +61,13 @@ class AlignmentLayer(keras.layers.Layer):
         source_mask: bool `(batch_size, S)`, the real source positions.
         target_mask: bool `(batch_size, T)`, the rows of real target tokens `y_t`
             (the context GRU reads only those). Defaults to every row.
+        return_steps: bool, return the attention's `layers.AttentionRecord` (its
+            queries `q_t`, keys `h_s`, `h_s W_a`, scores, ...) instead of the
+            weights. Defaults to False.
 
     Returns:
-        The weights `(batch_size, T, S)`, each row summing to 1 over the real positions.
+        The weights `(batch_size, T, S)`, each row summing to 1 over the real
+        positions (the record holding them with `return_steps=True`).
     """
 
     def __init__(self, units, context="next", **kwargs):
@@ -95,11 +99,12 @@ class AlignmentLayer(keras.layers.Layer):
         self.attention.build([(None, None, self.units), tuple(values_shape)])
         self.built = True
 
-    def call(self, features, next_embeddings, values, source_mask, target_mask=None):
+    def call(self, features, next_embeddings, values, source_mask, target_mask=None,
+             return_steps=False):
         query = self.query(features, next_embeddings, target_mask)
         _, weights = self.attention(
             [query, ops.stop_gradient(values)], mask=[None, source_mask],
-            return_attention_scores=True,
+            return_attention_scores=not return_steps, return_steps=return_steps,
         )
         return weights
 

@@ -46,6 +46,8 @@ class CascadeEncoder(Encoder):
         training: bool, whether dropout is active.
         return_attention_scores: bool, also return every block's weights.
             Defaults to False.
+        return_steps: bool, also return every block's self-attention record
+            (`EncoderBlock`) instead. Defaults to False.
 
     Returns:
         `(outputs, final_state, source_mask)`: outputs `h` `(batch_size, S,
@@ -109,14 +111,16 @@ class CascadeEncoder(Encoder):
         recurrent_outputs, _, _ = super().call(source_ids, training=training)
         return self._blocks_input(recurrent_outputs, training=training)
 
-    def call(self, source_ids, training=None, return_attention_scores=False):
+    def call(self, source_ids, training=None, return_attention_scores=False,
+             return_steps=False):
         recurrent_outputs, final_state, source_mask = super().call(source_ids,
                                                                    training=training)
         # x: batch x S x embedding_dim
         x = self._blocks_input(recurrent_outputs, training=training)
         outputs, all_weights = run_encoder_blocks(self.blocks, self.final_norm, x,
-                                                  source_mask, training=training)
-        if return_attention_scores:
+                                                  source_mask, training=training,
+                                                  return_steps=return_steps)
+        if return_attention_scores or return_steps:
             return outputs, final_state, source_mask, all_weights
         return outputs, final_state, source_mask
 

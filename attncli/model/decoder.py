@@ -11,6 +11,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+import layers
 from attncli.model import recurrent
 from attncli.model.recurrent import make_cell
 from attncli.model.tied_output import TiedOutputProjection
@@ -130,15 +131,17 @@ class AttentionDecoder(keras.layers.Layer):
             state += (position + 1,)
         return state
 
-    def _attend(self, query, memory, training, query_positions=None):
-        """context `(B, Tq, d_v)` and weights `(B, Tq, S)` for queries `(B, Tq, units)`."""
+    def _attend(self, query, memory, training, query_positions=None, return_steps=False):
+        """context `(B, Tq, d_v)` and weights `(B, Tq, S)` for queries `(B, Tq, units)`
+        (with `return_steps`, the attention's `layers.AttentionRecord`)."""
         return self.attention.attend(
             query, memory["values"], memory["values"],
             value_mask=memory["source_mask"],
-            return_attention_scores=True,
+            return_attention_scores=not return_steps,
             training=training,
             query_positions=query_positions,
             projected_keys=memory["projected_keys"],
+            return_steps=return_steps,
         )
 
     def embed(self, target_ids, training=None):
@@ -146,14 +149,19 @@ class AttentionDecoder(keras.layers.Layer):
         embedded = self.dropout_layer(self.embedding(target_ids), training=training)
         return self.cell.project_inputs(embedded)
 
-    def call(self, target_in_ids, state, memory, training=None, stepwise=False):
-        return self.run_steps(target_in_ids, state, memory, training)
+    def call(self, target_in_ids, state, memory, training=None, stepwise=False,
+             return_steps=False):
+        return self.run_steps(target_in_ids, state, memory, training, return_steps)
 
-    def run_steps(self, target_in_ids, state, memory, training=None):
+    def run_steps(self, target_in_ids, state, memory, training=None, return_steps=False):
         """Teacher-forced features and weights, computed with `step` in a graph loop.
 
-        Returns `(features (B, T, units), weights (B, T, S))`.
+        Returns `(features (B, T, units), weights (B, T, S))`; with `return_steps`
+        the attention's record of every step in place of the weights
+        (`recorded_steps`).
         """
+        if return_steps:
+            return self.recorded_steps(target_in_ids, state, memory, training)
         # time-major: T x batch x gates*units
         projected = tf.transpose(self.embed(target_in_ids, training), (1, 0, 2))
         source_length = ops.shape(memory["values"])[1]
@@ -175,6 +183,23 @@ class AttentionDecoder(keras.layers.Layer):
             ),
         )
         return tf.transpose(features, (1, 0, 2)), tf.transpose(weights, (1, 0, 2))
+
+    def recorded_steps(self, target_in_ids, state, memory, training=None):
+        """`run_steps` with the attention's record of each `step`, one step after
+        another in Python (eagerly: a graph loop carries tensors of fixed structure,
+        and a record's parts depend on the attention), the records joined into one
+        over all the target's queries (`layers.join_queries`).
+
+        Returns `(features (B, T, units), record)`.
+        """
+        projected = self.embed(target_in_ids, training)
+        features, records = [], []
+        for t in range(target_in_ids.shape[1]):
+            step_features, state, record = self.step(projected[:, t], state, memory,
+                                                     training, return_steps=True)
+            features.append(step_features)
+            records.append(record)
+        return ops.stack(features, axis=1), layers.join_queries(records)
 
     def get_config(self):
         config = super().get_config()
@@ -228,6 +253,9 @@ class BahdanauDecoder(AttentionDecoder):
         memory: dict from `memory`.
         training: bool.
         stepwise: accepted for a common signature; this decoder has one path.
+        return_steps: bool, return the attention's `layers.AttentionRecord` of
+            every step (its query `s_{i-1}`, ...) in place of the weights; runs
+            eagerly, one `step` at a time. Defaults to False.
 
     Returns:
         `(features (batch_size, T, units), weights (batch_size, T, S))`;
@@ -238,15 +266,17 @@ class BahdanauDecoder(AttentionDecoder):
     def cell_input_dim(self):
         return self.embedding_dim + self.memory_dim
 
-    def step(self, projected_embedding, state, memory, training=None):
+    def step(self, projected_embedding, state, memory, training=None, return_steps=False):
         """One step from the cell-projected embedding of `y_{i-1}`.
 
-        Returns `(features (B, units), new_state, weights (B, S))`.
+        Returns `(features (B, units), new_state, weights (B, S))`; with
+        `return_steps`, the attention's record of the step (one query) in place of
+        the weights.
         """
         cell_state, _, position = self._split_state(state)
         query = ops.cast(cell_state[0], self.compute_dtype)[:, None, :]
         positions = None if position is None else position[:, None]
-        context, weights = self._attend(query, memory, training, positions)
+        context, weights = self._attend(query, memory, training, positions, return_steps)
         # context: batch x 1 x memory_dim
         gates_x = projected_embedding + self.cell.project_inputs(
             context[:, 0], offset=self.embedding_dim, use_bias=False
@@ -254,7 +284,8 @@ class BahdanauDecoder(AttentionDecoder):
         output, cell_state = self.cell.step(gates_x, cell_state)
         output = ops.cast(output, self.compute_dtype)
         features = self.dropout_layer(self.output_norm(output), training=training)
-        return features, self._join_state(cell_state, None, position), weights[:, 0]
+        weights = weights if return_steps else weights[:, 0]
+        return features, self._join_state(cell_state, None, position), weights
 
 
 @keras.saving.register_keras_serializable(package="attncli")
@@ -280,8 +311,9 @@ class LuongDecoder(AttentionDecoder):
         other arguments: as `BahdanauDecoder`.
 
     Call arguments:
-        as `BahdanauDecoder`, plus `stepwise`: bool, force the step-by-step path
-        (same result; used to check the fast path). Defaults to False.
+        as `BahdanauDecoder` (the records' query is `h_t`), plus `stepwise`: bool,
+        force the step-by-step path (same result; used to check the fast path).
+        Defaults to False.
 
     Returns:
         `(features (batch_size, T, units), weights (batch_size, T, S))`, features
@@ -310,15 +342,17 @@ class LuongDecoder(AttentionDecoder):
         super().build(input_shape)
         self.combine.build((None, self.memory_dim + self.units))
 
-    def _attentional(self, query, memory, training, positions):
-        context, weights = self._attend(query, memory, training, positions)
+    def _attentional(self, query, memory, training, positions, return_steps=False):
+        context, weights = self._attend(query, memory, training, positions, return_steps)
         attentional = self.combine(ops.concatenate([context, query], axis=-1))
         return attentional, weights
 
-    def step(self, projected_embedding, state, memory, training=None):
+    def step(self, projected_embedding, state, memory, training=None, return_steps=False):
         """One step from the cell-projected embedding of `y_{t-1}`.
 
-        Returns `(features (B, units), new_state, weights (B, S))`.
+        Returns `(features (B, units), new_state, weights (B, S))`; with
+        `return_steps`, the attention's record of the step (one query) in place of
+        the weights.
         """
         cell_state, attentional, position = self._split_state(state)
         gates_x = projected_embedding
@@ -329,15 +363,18 @@ class LuongDecoder(AttentionDecoder):
         output, cell_state = self.cell.step(gates_x, cell_state)
         output = ops.cast(output, self.compute_dtype)
         positions = None if position is None else position[:, None]
-        attentional, weights = self._attentional(output[:, None, :], memory, training, positions)
+        attentional, weights = self._attentional(output[:, None, :], memory, training,
+                                                 positions, return_steps)
         # attentional: batch x 1 x units
         attentional = attentional[:, 0]
         features = self.dropout_layer(self.output_norm(attentional), training=training)
-        return features, self._join_state(cell_state, attentional, position), weights[:, 0]
+        weights = weights if return_steps else weights[:, 0]
+        return features, self._join_state(cell_state, attentional, position), weights
 
-    def call(self, target_in_ids, state, memory, training=None, stepwise=False):
+    def call(self, target_in_ids, state, memory, training=None, stepwise=False,
+             return_steps=False):
         if stepwise or self.input_feeding:
-            return self.run_steps(target_in_ids, state, memory, training)
+            return self.run_steps(target_in_ids, state, memory, training, return_steps)
         cell_state, _, position = self._split_state(state)
         target_mask = ops.not_equal(target_in_ids, 0)
         embedded = self.dropout_layer(self.embedding(target_in_ids), training=training)
@@ -355,7 +392,8 @@ class LuongDecoder(AttentionDecoder):
         if position is not None:
             steps = ops.arange(ops.shape(target_in_ids)[1], dtype="int32")
             positions = position[:, None] + steps[None, :]
-        attentional, weights = self._attentional(outputs, memory, training, positions)
+        attentional, weights = self._attentional(outputs, memory, training, positions,
+                                                 return_steps)
         features = self.output_norm(attentional)
         return self.dropout_layer(features, training=training), weights
 

@@ -280,8 +280,15 @@ class Seq2Seq(keras.Model):
         """
         return self.teacher_forced(source_ids, target_in_ids)[1]
 
-    def teacher_forced(self, source_ids, target_in_ids):
+    def teacher_forced(self, source_ids, target_in_ids, return_steps=False):
         """One teacher-forced pass: the decoder's features and every attention.
+
+        With `return_steps=True` every entry of `maps` is the attention layer's own
+        `layers.AttentionRecord` of the pass instead of its weights (`.weights`;
+        a multi-head layer's with its heads axis, a single attention's without):
+        what `attncli.model.trace` selects and labels. The pass then runs eagerly:
+        a recurrent decoder whose recurrence runs through its attention takes one
+        `step` after another, as the search does.
 
         Returns:
             `(features, maps)`: `features` `(batch_size, T, units)`, `logits =
@@ -291,36 +298,45 @@ class Seq2Seq(keras.Model):
         encoder_maps = []
         if self.self_attention_encoder:
             values, final_state, source_mask, encoder_maps = self.encoder(
-                source_ids, return_attention_scores=True
+                source_ids, return_attention_scores=True, return_steps=return_steps
             )
         else:
             values, final_state, source_mask = self.encoder(source_ids)
-        features, maps = self._decode(target_in_ids, values, final_state, source_mask)
+        features, maps = self._decode(target_in_ids, values, final_state, source_mask,
+                                      return_steps=return_steps)
         maps = {"encoder": encoder_maps, **maps}
         if self.alignment_layer is not None:
-            weights = self.alignment_weights(features, target_in_ids, values, source_mask)
-            maps["alignment"] = [weights[:, None]]
+            weights = self.alignment_weights(features, target_in_ids, values, source_mask,
+                                             return_steps=return_steps)
+            maps["alignment"] = [weights if return_steps else weights[:, None]]
         return features, maps
 
-    def _decode(self, target_in_ids, values, final_state, source_mask, training=None):
+    def _decode(self, target_in_ids, values, final_state, source_mask, training=None,
+                return_steps=False):
         """The teacher-forced decoder over the encoder's outputs: `(features, maps)`,
-        `maps` `"decoder"` and `"cross"` as in `attention_maps`."""
+        `maps` `"decoder"` and `"cross"` as in `attention_maps` (records with
+        `return_steps`)."""
         memory = self.decoder.memory(values, source_mask)
         if self.self_attention_decoder:
             features, _, maps = self.decoder(target_in_ids, None, memory, training=training,
-                                             return_attention_scores=True)
+                                             return_attention_scores=True,
+                                             return_steps=return_steps)
             return features, maps
         state = self.decoder.initial_state(self.bridge(final_state))
-        features, weights = self.decoder(target_in_ids, state, memory, training=training)
-        return features, {"decoder": [], "cross": [weights[:, None]]}
+        features, weights = self.decoder(target_in_ids, state, memory, training=training,
+                                         return_steps=return_steps)
+        return features, {"decoder": [],
+                          "cross": [weights if return_steps else weights[:, None]]}
 
-    def alignment_weights(self, features, target_in_ids, values, source_mask):
+    def alignment_weights(self, features, target_in_ids, values, source_mask,
+                          return_steps=False):
         """The alignment layer's weights `(batch_size, T, S)` (`AlignmentLayer`): row t
         for the output `y_t`, from the features of the pass over `target_in_ids`
-        (`[bos] y_1 ..`) and `E(y_t)`, the embedding of the next token read."""
+        (`[bos] y_1 ..`) and `E(y_t)`, the embedding of the next token read (its
+        record with `return_steps`)."""
         embedded, target_mask = self.alignment_inputs(target_in_ids)
         return self.alignment_layer(features, embedded, values, source_mask,
-                                    target_mask=target_mask)
+                                    target_mask=target_mask, return_steps=return_steps)
 
     def alignment_inputs(self, target_in_ids):
         """What the alignment layer reads beside the features: `(next_embeddings,

@@ -40,10 +40,19 @@ class DecoderBlock(ResidualBlock):
             encoder's outputs, `(batch_size, num_heads, S, d)`.
         source_mask: bool `(batch_size, S)`.
         training: bool.
+        return_steps: bool, return both attentions' `layers.AttentionRecord`s
+            in place of their weights. The cross-attention then attends to
+            `encoder_outputs` itself (`MultiHeadAttention.attend` projects them as
+            `project_key_value` made `cross_keys` and `cross_values`), so that its
+            record holds each head's keys `h_s W_k^i + b_k^i` and the `h_s`.
+            Defaults to False.
+        encoder_outputs: `(batch_size, S, memory_dim)`, the `h` above; read with
+            `return_steps=True` only. Defaults to None.
 
     Returns:
         `(x, self_weights, cross_weights)`: `(batch_size, T, model_dim)`,
-        `(batch_size, num_heads, T, T)` and `(batch_size, num_heads, T, S)`.
+        `(batch_size, num_heads, T, T)` and `(batch_size, num_heads, T, S)` (the
+        records with `return_steps=True`).
     """
 
     def __init__(self, *args, memory_dim, score="scaled_dot", attention_units=None, **kwargs):
@@ -69,24 +78,34 @@ class DecoderBlock(ResidualBlock):
         self.cross_attention_norm.build(shape)
 
     def _cross_and_feed_forward(self, x, cross_keys, cross_values, source_mask, *,
-                                training=None):
+                                training=None, encoder_outputs=None):
         query = self.sublayer_input(x, self.cross_attention_norm)
-        attended, cross_weights = self.cross_attention.attend_projected(
-            query, cross_keys, cross_values, value_mask=source_mask,
-            return_attention_scores=True, training=training,
-        )
+        if encoder_outputs is None:
+            attended, cross_weights = self.cross_attention.attend_projected(
+                query, cross_keys, cross_values, value_mask=source_mask,
+                return_attention_scores=True, training=training,
+            )
+        else:  # the record of `call(..., return_steps=True)`
+            attended, cross_weights = self.cross_attention.attend(
+                query, encoder_outputs, encoder_outputs, value_mask=source_mask,
+                training=training, return_steps=True,
+            )
         x = self.sublayer_output(x, attended, self.cross_attention_norm, training=training)
         return self.feed_forward(x, training=training), cross_weights
 
-    def call(self, x, target_mask, cross_keys, cross_values, source_mask, training=None):
+    def call(self, x, target_mask, cross_keys, cross_values, source_mask, training=None,
+             return_steps=False, encoder_outputs=None):
         query = self.sublayer_input(x, self.self_attention_norm)
+        # self_weights: batch x heads x T x T, or the record holding them
         attended, self_weights = self.self_attention.attend(
             query, query, query, value_mask=target_mask, use_causal_mask=True,
-            return_attention_scores=True, training=training,
+            return_attention_scores=not return_steps, training=training,
+            return_steps=return_steps,
         )
         x = self.sublayer_output(x, attended, self.self_attention_norm, training=training)
         x, cross_weights = self._cross_and_feed_forward(
-            x, cross_keys, cross_values, source_mask, training=training
+            x, cross_keys, cross_values, source_mask, training=training,
+            encoder_outputs=encoder_outputs if return_steps else None,
         )
         return x, self_weights, cross_weights
 
@@ -178,12 +197,15 @@ class TransformerDecoder(SelfAttentionStack):
         training: bool.
         stepwise: accepted for the RNN decoders' signature; one path here.
         return_attention_scores: bool; also return every block's weights.
+        return_steps: bool; also return every block's attention records
+            (`DecoderBlock`) instead.
 
     Returns:
         `(features (batch_size, T, model_dim), weights (batch_size, T, S))`, and
         with `return_attention_scores=True` a dict of lists, one entry per block:
         `"decoder"` `(batch_size, num_heads, T, T)` and `"cross"`
-        `(batch_size, num_heads, T, S)`. `output_layer(features)` are the logits.
+        `(batch_size, num_heads, T, S)` (their `layers.AttentionRecord`s with
+        `return_steps=True`). `output_layer(features)` are the logits.
     """
 
     block_class = DecoderBlock
@@ -237,20 +259,24 @@ class TransformerDecoder(SelfAttentionStack):
         return cache, ops.zeros((batch_size,), dtype="int32")
 
     def call(self, target_in_ids, state=None, memory=None, training=None, stepwise=False,
-             return_attention_scores=False):
+             return_attention_scores=False, return_steps=False):
         target_mask = ops.not_equal(target_in_ids, 0)
         x = self.embed(target_in_ids, training=training)
         maps = {"decoder": [], "cross": []}
+        # The records' arguments, left out of the normal call.
+        steps = ({"return_steps": True, "encoder_outputs": memory["values"]}
+                 if return_steps else {})
         for index, block in enumerate(self.blocks):
             x, self_weights, cross_weights = block(
                 x, target_mask, memory["cross_keys"][index], memory["cross_values"][index],
-                memory["source_mask"], training=training,
+                memory["source_mask"], training=training, **steps,
             )
             maps["decoder"].append(self_weights)
             maps["cross"].append(cross_weights)
         features = self.finish(x)
-        weights = ops.mean(maps["cross"][-1], axis=1)
-        if return_attention_scores:
+        last = maps["cross"][-1]
+        weights = ops.mean(last.weights if return_steps else last, axis=1)
+        if return_attention_scores or return_steps:
             return features, weights, maps
         return features, weights
 

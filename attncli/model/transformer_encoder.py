@@ -114,10 +114,14 @@ class EncoderBlock(ResidualBlock):
         mask: bool `(batch_size, S)`, True at real positions.
         training: bool.
         return_attention_scores: bool. Defaults to False.
+        return_steps: bool, return the self-attention's `layers.AttentionRecord`
+            (every head's query, keys, values, scores, mask, softmax, weights and
+            context) in place of its weights. Defaults to False.
 
     Returns:
         `(batch_size, S, model_dim)`, and the self-attention weights
-        `(batch_size, num_heads, S, S)` with `return_attention_scores=True`.
+        `(batch_size, num_heads, S, S)` with `return_attention_scores=True` (its
+        record with `return_steps=True`).
     """
 
     def __init__(self, *args, **kwargs):
@@ -131,15 +135,18 @@ class EncoderBlock(ResidualBlock):
         self.self_attention.build([shape, shape])
         self.self_attention_norm.build(shape)
 
-    def call(self, x, mask, training=None, return_attention_scores=False):
+    def call(self, x, mask, training=None, return_attention_scores=False,
+             return_steps=False):
         query = self.sublayer_input(x, self.self_attention_norm)
+        # weights: batch x heads x S x S, or the record holding them
         attended, weights = self.self_attention.attend(
             query, query, query, query_mask=mask, value_mask=mask,
-            return_attention_scores=True, training=training,
+            return_attention_scores=not return_steps, training=training,
+            return_steps=return_steps,
         )
         x = self.sublayer_output(x, attended, self.self_attention_norm, training=training)
         x = self.feed_forward(x, training=training)
-        return (x, weights) if return_attention_scores else x
+        return (x, weights) if return_attention_scores or return_steps else x
 
 
 def make_final_norm(norm, gain, dtype_policy):
@@ -159,17 +166,20 @@ def make_final_norm(norm, gain, dtype_policy):
     )
 
 
-def run_encoder_blocks(blocks, final_norm, x, source_mask, training=None):
+def run_encoder_blocks(blocks, final_norm, x, source_mask, training=None,
+                       return_steps=False):
     """`EncoderBlock`s over `x` `(batch_size, S, d)`, then `final_norm` (None with
     post-norm): the self-attention encoder's and the cascade encoder's upper half.
 
     Returns:
         `(outputs, weights)`: outputs `(batch_size, S, d)`, zero at padding, and the
-        list, per block, of self-attention weights `(batch_size, num_heads, S, S)`.
+        list, per block, of self-attention weights `(batch_size, num_heads, S, S)`
+        (with `return_steps=True`, of self-attention records).
     """
     all_weights = []
     for block in blocks:
-        x, weights = block(x, source_mask, training=training, return_attention_scores=True)
+        x, weights = block(x, source_mask, training=training, return_attention_scores=True,
+                           return_steps=return_steps)
         all_weights.append(weights)
     if final_norm is not None:
         x = final_norm(x)
@@ -280,13 +290,16 @@ class TransformerEncoder(SelfAttentionStack):
         source_ids: int `(batch_size, S)`, right-padded with 0.
         training: bool.
         return_attention_scores: bool, also return every block's weights.
+        return_steps: bool, also return every block's self-attention record
+            (`EncoderBlock`) instead.
 
     Returns:
         `(outputs, final_state, source_mask)` like the recurrent `Encoder`:
         outputs `(batch_size, S, model_dim)` (zero at padding), `final_state` the
         tuple `(summary,)`, `summary` `(batch_size, model_dim)`, and the boolean
         mask `(batch_size, S)`; with `return_attention_scores=True` also the list,
-        per block, of self-attention weights `(batch_size, num_heads, S, S)`.
+        per block, of self-attention weights `(batch_size, num_heads, S, S)` (of
+        records with `return_steps=True`).
     """
 
     block_class = EncoderBlock
@@ -299,14 +312,16 @@ class TransformerEncoder(SelfAttentionStack):
         """What the first block reads: `x_0 = Dropout(sqrt(d) E[x_s] + PE(s))`."""
         return self.embed(source_ids, training=training)
 
-    def call(self, source_ids, training=None, return_attention_scores=False):
+    def call(self, source_ids, training=None, return_attention_scores=False,
+             return_steps=False):
         source_mask = ops.not_equal(source_ids, 0)
         x = self.blocks_input(source_ids, training=training)
         outputs, all_weights = run_encoder_blocks(self.blocks, self.final_norm, x,
-                                                  source_mask, training=training)
+                                                  source_mask, training=training,
+                                                  return_steps=return_steps)
         real = ops.cast(source_mask[:, :, None], outputs.dtype)
         count = ops.maximum(ops.sum(real, axis=1), 1.0)
         summary = ops.sum(outputs, axis=1) / count
-        if return_attention_scores:
+        if return_attention_scores or return_steps:
             return outputs, (summary,), source_mask, all_weights
         return outputs, (summary,), source_mask
