@@ -3,13 +3,15 @@
 One writer per run, damaged checkpoints named and never silently replaced, leftovers
 of a killed write cleaned up, a full disk and a read-only folder reported in one line
 with what is kept. The session's tiny run is trained once; each test works on a copy.
-A resume that must succeed runs in the test's process (`resumed`): what it says and
-leaves is the point there, not the process.
+A resume that must succeed runs in the test's process (`resumed`), and so do the
+readers of a run another process trains (`read`): what they say and leave is the point
+there, not their process.
 """
 
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -17,13 +19,14 @@ import textwrap
 import process_watch
 import pytest
 from attncli_runs import (  # noqa: F401  (run and trained are fixtures)
-    ENV, TINY, attncli, run, start, stop, succeeds, train_before_tensorflow, trained, wait_for,
+    ENV, TINY, attncli, run, start, stop, train_before_tensorflow, trained, wait_for,
 )
 from cli_errors import one_line_error
 from typer.testing import CliRunner
 
 from attncli.cli.app import app
 from attncli.training.run_lock import lock_run, unlock_run
+
 
 def holder_script(directory, seconds):
     """Python code that locks `directory` as attncli train does, then waits."""
@@ -73,13 +76,24 @@ def test_a_resume_refused_in_process_leaves_the_run_free(run):
     assert locks_in_another_process(run)
 
 
+def read(args):
+    """`attncli ARGS` in this process, which must succeed."""
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    return result
+
+
 @pytest.mark.slow
 def test_training_run_refuses_other_writers_and_serves_readers(run, tmp_path):
+    newest = newest_checkpoint(run)
     longer = start("train", "--resume", "--run-dir", run, "--set", "training.epochs=50",
                    cwd=tmp_path)
-    lock = run / ".writer.lock"
     try:
-        wait_for(lambda: f'"pid": {longer.pid},' in lock.read_text(), longer)
+        # Once it has trained and written a checkpoint, the writer is stopped (SIGSTOP):
+        # it holds the run as it did, and uses no CPU while the others are tried.
+        wait_for(lambda: newest_checkpoint(run) != newest, longer)
+        longer.send_signal(signal.SIGSTOP)
+        assert f'"pid": {longer.pid},' in (run / ".writer.lock").read_text()
         for args in (["train", "--resume", "--run-dir", run],
                      ["train", TINY, "--run-dir", run, "--overwrite"],
                      ["train", TINY, "--run-dir", run]):
@@ -88,11 +102,12 @@ def test_training_run_refuses_other_writers_and_serves_readers(run, tmp_path):
         # --overwrite deleted nothing under the live run.
         assert (run / "model" / "model.weights.h5").is_file()
         assert (run / "checkpoints" / "checkpoint").is_file()
-        # Readers take no lock.
-        translated = succeeds(attncli("translate", run, "Tengo hambre.", cwd=tmp_path))
+        # Readers take no lock: this process reads the run its writer holds.
+        translated = read(["translate", str(run), "Tengo hambre."])
         assert translated.stdout.strip()
-        succeeds(attncli("inspect-weights", run, "--params", cwd=tmp_path))
+        read(["inspect-weights", str(run), "--params"])
     finally:
+        longer.send_signal(signal.SIGCONT)
         _, stderr = stop(longer)
     assert longer.returncode == 143, stderr
     assert "checkpoint saved" in stderr
@@ -107,8 +122,6 @@ def test_a_config_error_is_reported_before_tensorflow_is_imported(tmp_path):
     assert "EXIT 2" in completed.stdout and "HEAVY []" in completed.stdout, completed
     assert "model.units" in completed.stderr
     assert not (tmp_path / "run").exists()
-
-
 
 
 # 2. A damaged checkpoint index never starts a run over.
@@ -219,16 +232,14 @@ def test_a_full_disk_keeps_the_last_checkpoint_and_resumes_from_it(trained, tmp_
     resume = attncli_line("train", "--resume", "--run-dir", disk / "run",
                           "--set", "training.epochs=2")
     # A disk with the run and 200 KB free: the next checkpoint (650 KB) cannot be written.
+    # What the failed resume left is copied out whole, and resumed in this process.
     in_namespace(f"""
         mount -t tmpfs -o size=64m tmpfs {disk}
         cp -r {trained} {disk}/run
         used=$(df -k --output=used {disk} | tail -1)
         mount -o remount,size=$((used + 200))k {disk}
         {resume} > full.out 2> full.err || echo $? > full.rc
-        cp {disk}/run/checkpoints/checkpoint index.after
-        mount -o remount,size=64m {disk}
-        {resume} > resumed.out 2> resumed.err; echo $? > resumed.rc
-        cp {disk}/run/metrics.jsonl metrics.jsonl
+        cp -a {disk}/run left
     """, cwd=tmp_path)
     full = subprocess.CompletedProcess([], int((tmp_path / "full.rc").read_text()), "",
                                        (tmp_path / "full.err").read_text())
@@ -238,15 +249,15 @@ def test_a_full_disk_keeps_the_last_checkpoint_and_resumes_from_it(trained, tmp_
     assert f"the last complete checkpoint, {newest} (epoch 2, batch 0), and the best model " \
            "are kept" in message, message
     assert "attncli train --resume --run-dir" in message
+    left = tmp_path / "left"
     index = (trained / "checkpoints" / "checkpoint").read_text()
-    assert (tmp_path / "index.after").read_text() == index
-    resumed = (tmp_path / "resumed.err").read_text()
-    assert (tmp_path / "resumed.rc").read_text().strip() == "0", resumed
-    assert f"resuming from {disk}/run/checkpoints/{newest}: epoch 2, batch 0" in resumed
-    assert "_temp" in resumed  # the half-written checkpoint was found and removed
-    epochs = [json.loads(line)["epoch"]
-              for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    assert epochs == [1, 2]
+    assert (left / "checkpoints" / "checkpoint").read_text() == index
+    assert list((left / "checkpoints").glob("ckpt-*_temp*"))  # half written
+    result = resumed(left, "--set", "training.epochs=2")
+    assert f"resuming from {left}/checkpoints/{newest}: epoch 2, batch 0" in result.stderr
+    assert "_temp" in result.stderr  # the half-written checkpoint was found and removed
+    assert not list((left / "checkpoints").glob("ckpt-*_temp*"))
+    assert epochs_recorded(left) == [1, 2]
 
 
 @pytest.mark.slow
@@ -398,4 +409,3 @@ def test_only_the_old_model_of_a_killed_save_is_put_back(run, tmp_path):
     assert "already holds a run" in message
     assert (run / "model" / "model.weights.h5").is_file()
     assert not (run / ".model.a1b2c3d4").exists()
-
