@@ -111,12 +111,11 @@ def test_the_blocks_attention_maps_are_the_encoder_s_and_the_trace_rebuilds_them
         np.testing.assert_allclose(first[b][:, real[b]][:, :, real[b]],
                                    expected[b][:, real[b]][:, :, real[b]], rtol=1e-4, atol=1e-6)
         assert np.all(first[b][:, :, ~real[b]] == 0)  # no query sees a padded key
-    # `inspect-weights --step` reads the blocks' inputs through the encoder's own
-    # `blocks_input`: its weights are the model's.
+    # `inspect-weights --step` shows the record the block's own attention kept.
     traced = model.trace(SOURCE[1:2], TARGET_IN[1:2], attention="encoder", layer=blocks,
                          head=heads, step=2)
-    np.testing.assert_allclose(traced.weights, as_numpy(maps["encoder"][-1])[1, -1, 1],
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(traced.record.weights,
+                               as_numpy(maps["encoder"][-1])[1, -1, 1], rtol=1e-5, atol=1e-6)
 
 
 def test_source_padding_changes_nothing(model):

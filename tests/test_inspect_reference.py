@@ -156,7 +156,7 @@ def test_a_reference_equal_to_the_models_output_gives_its_attention(saved):
             np.testing.assert_allclose(mine[:, :rows, :columns], theirs, atol=1e-5)
     # And a step walks the reference's tokens.
     last = len(given.tokens)
-    np.testing.assert_allclose(given.step("cross", None, 1, last).weights,
+    np.testing.assert_allclose(given.step("cross", None, 1, last).record.weights,
                                given.attentions["cross"].layers[-1][0][last - 1], atol=1e-5)
 
 

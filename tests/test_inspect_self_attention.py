@@ -51,12 +51,11 @@ def test_the_steps_of_the_heads_rebuild_the_attention_sublayer_output(translated
     multiplied by W_o, must give the attention layer's own output at that query."""
     view = inspect_sentence(*translated[:3])
     step = 2
-    records = [view.step(attention, layer, head, step) for head in (1, 2)]
+    records = [view.step(attention, layer, head, step).record for head in (1, 2)]
     for record in records:
         scores = record.keys @ record.query / np.sqrt(len(record.query))
-        visible = np.isfinite(record.scores)
-        np.testing.assert_allclose(record.scores[visible], scores[visible], rtol=1e-4,
-                                   atol=1e-5)
+        np.testing.assert_allclose(record.scores, scores, rtol=1e-4, atol=1e-5)
+        visible = record.mask
         expected = np.exp(scores - scores[visible].max()) * visible
         np.testing.assert_allclose(record.weights, expected / expected.sum(), rtol=1e-4,
                                    atol=1e-6)
@@ -65,8 +64,8 @@ def test_the_steps_of_the_heads_rebuild_the_attention_sublayer_output(translated
     sublayer = (blocks[layer - 1].cross_attention if attention == "cross"
                 else blocks[layer - 1].self_attention)
     # The query's own row attends to the keys it may see (a causal one: those up to it).
-    inputs = record.inputs[:step] if attention == "decoder" else record.inputs
-    output = sublayer([record.x[None, None].astype("float32"),
+    inputs = record.key_input[:step] if attention == "decoder" else record.key_input
+    output = sublayer([record.query_input[None, None].astype("float32"),
                        inputs[None].astype("float32")])
     heads = np.concatenate([record.context for record in records])
     rebuilt = heads @ np.asarray(sublayer.W_o) + np.asarray(sublayer.b_o)

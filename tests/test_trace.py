@@ -1,5 +1,7 @@
-"""`Seq2Seq.trace`: one attention step's query, keys, values, scores, weights and
-context, against what the search computed and against NumPy."""
+"""The records the model's attentions keep (`Seq2Seq.teacher_forced(...,
+return_steps=True)`, chosen and labelled by `attncli.model.trace`): one attention step's
+query, keys, values, scores, mask, weights and context, against what the model and the
+search computed and against NumPy."""
 
 import dataclasses
 import json
@@ -12,7 +14,7 @@ from spa_eng_parts import model_and_tokenizers
 from attncli.config.search import SearchConfig
 from attncli.data.vocabulary import START
 from attncli.search.loading import LoadedModel
-from attncli.model.trace import trace_attention
+from attncli.model.trace import select_step, trace_attentions
 
 TEXT = "¿Dónde está el baño?"
 SEARCH = SearchConfig(beam_size=2, n_best=1, max_length_offset=4)
@@ -43,27 +45,18 @@ def translated(request):
     return model, source_ids, target_in_ids, hypothesis
 
 
-def attentions(model):
-    maps = {"cross": 1, "encoder": 0, "decoder": 0}
-    if model.config.encoder == "self-attention":
-        maps["encoder"] = model.config.encoder_layers
-    if model.self_attention_decoder:
-        maps["cross"] = maps["decoder"] = model.config.decoder_layers
-    return [(name, layer) for name, count in maps.items() for layer in range(1, count + 1)]
-
-
 def test_the_traced_weights_are_the_models_own(translated):
-    """Every layer's weights equal `attention_maps`; the cross-attention's (a recurrent
-    decoder's, or the last block's mean over the heads) what the search returned."""
+    """Every attention's records hold the weights `attention_maps` returns; the
+    cross-attention's (a recurrent decoder's, or the last block's mean over the heads)
+    are what the search returned."""
     model, source_ids, target_in_ids, hypothesis = translated
     maps = model.attention_maps(source_ids, target_in_ids)
-    for attention, layer in attentions(model):
-        traced = trace_attention(model, source_ids, target_in_ids, attention, layer)
-        if traced.multi_head:
-            np.testing.assert_array_equal(traced.weights, np.asarray(maps[attention][layer - 1])[0])
-    last = model.config.decoder_layers if model.self_attention_decoder else 1
-    traced = trace_attention(model, source_ids, target_in_ids, "cross", last)
-    np.testing.assert_allclose(traced.weights.mean(axis=0), hypothesis.weights,
+    records = trace_attentions(model, source_ids, target_in_ids)
+    assert set(records) == {name for name, layers in maps.items() if layers}
+    for name, layers in records.items():
+        for record, weights in zip(layers, maps[name], strict=True):
+            np.testing.assert_array_equal(record.weights, np.asarray(weights)[0])
+    np.testing.assert_allclose(records["cross"][-1].weights.mean(axis=0), hypothesis.weights,
                                rtol=1e-4, atol=1e-6)
 
 
@@ -75,18 +68,21 @@ def softmax(scores):
     return exponentials / exponentials.sum()
 
 
-def reference_scores(model, attention, step):
+def attention_layer(model, attention, layer):
+    if attention == "encoder":
+        return model.encoder.blocks[layer - 1].self_attention
+    if not model.self_attention_decoder:
+        return model.decoder.attention
+    block = model.decoder.blocks[layer - 1]
+    return block.cross_attention if attention == "cross" else block.self_attention
+
+
+def reference_scores(model, step):
     """The score of every key by the paper's formula, in NumPy, from the layer's weights."""
-    query, keys = step.query, step.keys
-    if step.head is not None:
-        layer = (model.encoder.blocks if attention == "encoder"
-                 else model.decoder.blocks)[step.layer - 1]
-        layer = layer.cross_attention if attention == "cross" else layer.self_attention
-        score = layer.score_layer
-        name = layer.score_name
-    else:
-        score = model.decoder.attention
-        name = model.config.score
+    query, keys = step.record.query, step.record.keys
+    layer = attention_layer(model, step.attention, step.layer)
+    score = getattr(layer, "score_layer", layer)
+    name = step.kind.score
     if name == "scaled_dot":
         return keys @ query / np.sqrt(len(query))
     if name == "dot":
@@ -99,26 +95,54 @@ def reference_scores(model, attention, step):
     raise AssertionError(name)
 
 
+def reference_window(model, step):
+    """Luong et al. (2015), 3.2: the window centre `p_t` (local-m: t, counted from 0;
+    local-p: S sigmoid(v_p · tanh(W_p h_t)), eq. 9), which keys it keeps (|s - p_t| <=
+    D) and local-p's Gaussian (eq. 10), in NumPy from the layer's weights."""
+    layer, config = model.decoder.attention, model.config
+    positions = np.arange(len(step.record.keys))
+    if config.alignment == "local-m":
+        centre = step.step - 1.0
+    else:
+        hidden = np.tanh(step.record.query @ np.asarray(layer.W_p, "float64"))
+        centre = len(positions) / (1 + np.exp(-(hidden @ np.asarray(layer.v_p, "float64"))))
+    sigma = config.window / 2
+    gaussian = np.exp(-((positions - centre) ** 2) / (2 * sigma**2))
+    return centre, np.abs(positions - centre) <= config.window, gaussian
+
+
 def test_every_step_follows_the_formula(translated):
-    """score(q, k_s) by NumPy where the key is visible; the weights are their softmax
-    (local-p: times the Gaussian), the context is weights @ values."""
+    """score(q, k_s) by NumPy for every key; the mask keeps a local window's keys (its
+    centre by NumPy) and a causal query's earlier ones; the weights are the softmax of
+    the scores over the mask (local-p: times the Gaussian), the context weights @ values."""
     model, source_ids, target_in_ids, _ = translated
-    for attention, layer in attentions(model):
-        traced = trace_attention(model, source_ids, target_in_ids, attention, layer)
-        for head in range(1, traced.num_heads + 1):
-            for t in range(1, traced.num_queries + 1):
-                step = traced.step(head, t)
-                visible = np.isfinite(step.scores)
-                np.testing.assert_allclose(
-                    step.scores[visible], reference_scores(model, attention, step)[visible],
-                    rtol=1e-4, atol=1e-5)
-                assert np.all(step.weights[~visible] == 0)
-                expected = softmax(step.scores)
-                if model.config.alignment == "local-p" and attention == "cross":
-                    assert step.weights.sum() <= 1 + 1e-6
-                else:
-                    np.testing.assert_allclose(step.weights, expected, rtol=1e-4, atol=1e-6)
-                np.testing.assert_allclose(step.context, step.weights @ step.values)
+    records = trace_attentions(model, source_ids, target_in_ids)
+    for attention, layers in records.items():
+        for layer, record in enumerate(layers, start=1):
+            heads, queries, keys = record.weights.shape
+            for head in range(1, heads + 1):
+                for t in range(1, queries + 1):
+                    step = select_step(model, records, attention, layer, head, t)
+                    chosen = step.record
+                    np.testing.assert_allclose(chosen.scores, reference_scores(model, step),
+                                               rtol=1e-4, atol=1e-5)
+                    expected_mask = np.ones(keys, bool)
+                    if attention == "decoder":
+                        expected_mask = np.arange(keys) < t
+                    factor = 1.0
+                    if step.kind.local and attention == "cross":
+                        centre, expected_mask, gaussian = reference_window(model, step)
+                        np.testing.assert_allclose(chosen.aligned_positions, centre, rtol=1e-5)
+                        if step.kind.alignment == "local-p":
+                            factor = gaussian
+                            np.testing.assert_allclose(chosen.gaussian, gaussian, rtol=1e-4,
+                                                       atol=1e-6)
+                    np.testing.assert_array_equal(chosen.mask, expected_mask)
+                    expected = softmax(np.where(expected_mask, chosen.scores, -np.inf))
+                    np.testing.assert_allclose(chosen.weights, expected * factor, rtol=1e-4,
+                                               atol=1e-6)
+                    np.testing.assert_allclose(chosen.context, chosen.weights @ chosen.values,
+                                               rtol=1e-5, atol=1e-6)
 
 
 def test_the_model_method_gives_one_step_and_it_is_json(translated):
@@ -131,12 +155,12 @@ def test_the_model_method_gives_one_step_and_it_is_json(translated):
     assert (step.head is None) == (not model.self_attention_decoder)
     document = json.loads(json.dumps(step.to_dict(width=3)))
     assert document["shown"] == 3 and len(document["query"]) == 3
-    assert len(document["keys"]) == len(step.key_tokens) == step.weights.shape[0]
-    np.testing.assert_allclose(document["context_norm"], np.linalg.norm(step.context))
+    assert len(document["keys"]) == len(step.key_tokens) == step.record.weights.shape[0]
+    np.testing.assert_allclose(document["context_norm"], np.linalg.norm(step.record.context))
     np.testing.assert_allclose(document["weighted_values_norms"],
-                               np.linalg.norm(step.weighted_values(), axis=1))
+                               np.linalg.norm(step.record.weighted_values(), axis=1))
     masked = [index for index, score in enumerate(document["scores"]) if score is None]
-    assert masked == [int(s) for s in np.flatnonzero(np.isinf(step.scores))]
+    assert masked == [int(s) for s in np.flatnonzero(~step.record.mask)]
     if model.config.alignment != "global":  # the window of 1 leaves keys out
         assert masked and all(document["weights"][s] == 0 for s in masked)
 
@@ -150,22 +174,48 @@ def test_a_missing_attention_or_layer_is_refused(translated):
             model.trace(source_ids, target_in_ids, "decoder")
 
 
+@pytest.mark.parametrize("translated", ["transformer-general"], indirect=True)
+def test_the_record_follows_a_changed_block(translated, monkeypatch):
+    """The records are the blocks' own: a decoder block changed to add 1 to the first
+    feature of what its cross-attention reads changes the record as it changes the
+    model's attention. (A trace that re-ran `DecoderBlock.call` line by line, as
+    inspect-weights once did, would have scored the unchanged queries.)"""
+    from attncli.model.transformer_decoder import DecoderBlock
+
+    model, source_ids, target_in_ids, _ = translated
+    before = trace_attentions(model, source_ids, target_in_ids)["cross"]
+    original = DecoderBlock._cross_and_feed_forward
+
+    def changed(self, x, *args, **kwargs):
+        return original(self, x + np.eye(x.shape[-1], dtype="float32")[0], *args, **kwargs)
+
+    monkeypatch.setattr(DecoderBlock, "_cross_and_feed_forward", changed)
+    maps = model.attention_maps(source_ids, target_in_ids)
+    after = trace_attentions(model, source_ids, target_in_ids)["cross"]
+    for layer, record in enumerate(after):
+        np.testing.assert_array_equal(record.weights, np.asarray(maps["cross"][layer])[0])
+        assert not np.allclose(record.weights, before[layer].weights)
+        assert not np.allclose(record.query, before[layer].query)
+        W_a = np.asarray(model.decoder.blocks[layer].cross_attention.score_layer.W_a)
+        np.testing.assert_allclose(record.scores, record.query @ np.swapaxes(
+            record.keys @ W_a, -1, -2), rtol=1e-4, atol=1e-5)  # the general score
+
+
 def test_score_demo_walks_the_same_record():
-    """score-demo's queries are `AttentionStep`s too: a masked key's score is -inf and
-    its weight 0, and the context is the sum of the weighted values."""
+    """score-demo's queries are `AttentionStep`s too: a masked key's weight is 0, and
+    the context is the sum of the weighted values."""
     from attncli.cli.demo_inputs import SEQ2SEQ
     from attncli.cli.score_demo import walk_score, walk_self_attention
-    from attncli.model.trace import AttentionStep
 
     inputs = dataclasses.replace(SEQ2SEQ.inputs, valid_length=3)
     for walk in (walk_score("local-p", inputs, window=2), walk_self_attention()):
         for t in range(len(walk.inputs.query)):
-            step = walk.step(t)
-            assert isinstance(step, AttentionStep)
-            masked = ~walk.allowed[t]
-            assert np.all(np.isneginf(step.scores[masked])) and np.all(step.weights[masked] == 0)
-            np.testing.assert_allclose(step.context, walk.context[t], rtol=1e-6, atol=1e-6)
-            json.dumps(step.to_dict())
+            record = walk.step(t).record
+            assert np.all(record.weights[~walk.allowed[t]] == 0)
+            np.testing.assert_allclose(record.context, walk.context[t], rtol=1e-6, atol=1e-6)
+            np.testing.assert_allclose(record.weighted_values().sum(axis=0), record.context,
+                                       rtol=1e-5, atol=1e-6)
+            json.dumps(walk.step(t).to_dict())
 
 
 # ---- the alignment layer ---------------------------------------------------------------
@@ -197,11 +247,10 @@ def test_the_alignment_layer_is_traced_by_garg_et_als_formula(aligner):
     context's GRU is the layer's own, tested in test_alignment_layer.py); the weights
     are those `align` reads (`teacher_forced`'s "alignment")."""
     model, source_ids, target_in_ids = aligner
-    traced = trace_attention(model, source_ids, target_in_ids, "alignment")
-    assert (traced.attention, traced.layer, traced.num_heads, traced.multi_head) == (
-        "alignment", 1, 1, False)
+    records = trace_attentions(model, source_ids, target_in_ids)
+    [traced] = records["alignment"]
     features, maps = model.teacher_forced(source_ids, target_in_ids)
-    np.testing.assert_array_equal(traced.weights, np.asarray(maps["alignment"][0])[:, 0])
+    np.testing.assert_array_equal(traced.weights, np.asarray(maps["alignment"][0])[0])
     layer = model.alignment_layer
     encoded = np.asarray(model.encoder(source_ids)[0], "float64")[0]
     np.testing.assert_allclose(traced.keys[0], encoded, rtol=1e-6)
@@ -214,14 +263,16 @@ def test_the_alignment_layer_is_traced_by_garg_et_als_formula(aligner):
         rows = np.concatenate([f, np.vstack([f[1:], np.zeros_like(f[:1])]), E], axis=1)
         q = np.tanh(rows @ np.asarray(layer.query_projection.kernel, "float64")
                     + np.asarray(layer.query_projection.bias, "float64"))
-        np.testing.assert_allclose(traced.queries[0], q, rtol=1e-4, atol=1e-6)
-    for t in range(1, traced.num_queries + 1):
-        step = traced.step(None, t)
-        assert step.head is None and step.score == "general"
-        np.testing.assert_allclose(step.scores, (encoded @ W_a) @ step.query,
+        np.testing.assert_allclose(traced.query[0], q, rtol=1e-4, atol=1e-6)
+    for t in range(1, traced.weights.shape[1] + 1):
+        step = select_step(model, records, "alignment", 1, None, t)
+        assert step.head is None and step.kind.label == "general"
+        np.testing.assert_allclose(step.record.scores, (encoded @ W_a) @ step.record.query,
                                    rtol=1e-4, atol=1e-5)
-        np.testing.assert_allclose(step.weights, softmax(step.scores), rtol=1e-4, atol=1e-6)
-        np.testing.assert_allclose(step.context, step.weights @ encoded, rtol=1e-6)
+        np.testing.assert_allclose(step.record.weights, softmax(step.record.scores),
+                                   rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(step.record.context, step.record.weights @ encoded,
+                                   rtol=1e-5, atol=1e-6)
 
 
 def test_a_model_without_an_alignment_layer_refuses_its_trace(translated):

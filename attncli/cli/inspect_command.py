@@ -9,9 +9,9 @@
     --cell-weights  print each weight in its cell of the pictures (--decimals digits)
     --html FILE     the sentence's attention as one self-contained page: every
                     attention, layer, head and step, embedded (`attncli.serve.page`)
-    --step T        the worked-example table of `score-demo` for query T, computed
-                    by the model (`Seq2Seq.trace`): each key's score, softmax weight
-                    and weighted value, and the context
+    --step T        score-demo's table for query T, of the record the model's
+                    attention layer kept (`attncli.model.trace`): each key's score,
+                    softmax weight and weighted value, and the context
     --params        every weight tensor with its statistics, the attention's own first
     --reference T   the attention over the given translation T of --text instead
                     of the model's own (forced decoding, `attncli.search.forced`);
@@ -60,11 +60,10 @@ from rich.table import Table
 from attncli.attentions import ATTENTIONS, LINKED, choices
 from attncli.cli.fonts import glyph_notice
 from attncli.cli.heatmap import heatmap_table, save_heatmap_png
-from attncli.cli.render import check_decimals
+from attncli.cli.render import check_decimals, model_step_section, print_section
 from attncli.cli.runs import (
     model_directory, run_name, search_config, translate_lines,
 )
-from attncli.cli.step_table import step_table
 from attncli.cli.tables import print_fitted
 from attncli.errors import AttncliError, clipped
 
@@ -349,5 +348,5 @@ def inspect(*, run_path, text, beam, png, step, params, decimals, attention=None
 
         tokens = shown[1][0].tokens
         previous = START_LABEL if record.step == 1 else tokens[record.step - 2]
-        print_fitted(out, step_table(record, decimals, previous_token=previous), keep=2)
+        print_section(out, model_step_section(record, decimals, previous_token=previous))
     return 0

@@ -1,10 +1,21 @@
-"""Show a `Walk` as Rich tables, as Markdown, or as JSON.
+"""The terminal renderer of attention steps: `inspect-weights --step` and `score-demo`.
 
-Tables and Markdown share one layout (`sections`): a list of titled tables whose
-cells are already formatted. An array whose entries are all whole numbers prints as
+Both show `attncli.model.trace.AttentionStep`s, one query of one attention labelled
+with the record its layer kept (`layers.AttentionRecord`), through one table,
+`step_section`: a row per key with its score, softmax weight (local-p: the Gaussian
+and the weight) and weighted value, then their sum, the context. Which columns it
+has follows the record (the keys' inputs of a layer that projects them, the values
+where they differ from the keys, the score's key term where it has one, local-p's
+Gaussian); what the table calls its parts (`StepNames`) follows who shows it:
+score-demo the articles' words, inspect-weights the papers'.
+
+A table is a `Section`, printed as a Rich table (`print_section`) or as Markdown;
+`score-demo` adds the sections of its walk (the inputs, the layer's weights) and can
+print the walk as JSON. An array whose entries are all whole numbers prints as
 integers (`[10, 5, 10]`, score `15`); any other array prints every entry with
 `decimals` digits, so a weight that is tiny but not zero reads `0.0000`, while a
-masked key's weight, exactly zero, reads `0`.
+masked key's weight, exactly zero, reads `0`. A model's vectors are long: they show
+their first components and their norm (`short`).
 """
 
 import json
@@ -17,7 +28,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from attncli.cli.tables import print_fitted
 from attncli.errors import AttncliError
+from attncli.scores import SCORES
 
 PIPED_WIDTH = 160
 
@@ -33,26 +46,67 @@ def check_decimals(decimals):
             f"--decimals {decimals} is out of range; use 0 to {MAX_DECIMALS}"
         )
 
-LABELS = {
-    "seq2seq": {
-        "query": "decoder hidden",
-        "key": "encoder hidden",
-        "weighted": "alignment",
-        "context": "context",
-    },
-    "self-attention": {
-        "query": "query",
-        "key": "key",
-        "weighted": "weighted value",
-        "context": "output",
-    },
-}
+
+@dataclass(frozen=True)
+class StepNames:
+    """What a step table calls the parts of a step.
+
+    Attributes:
+        query: what the query vector is, before it in the title.
+        key: the keys' column. value: the values' (shown where they differ).
+        weighted: the weighted values' column, after its number.
+        context: what the context is, before it in the sum row.
+        first: the number of the score column (1; 4 after the input, query and
+            key/value projections of a layer that makes them).
+        token: the keys' tokens' column, or None for keys without tokens.
+        input: the query's input line of a layer that projects it, or None.
+        key_input: the keys' inputs' column of such a layer, or None.
+        projection: whether the score's key term (`k W_a`, the record's
+            `projected_keys`) has a column of its own.
+        caption: what the table says under it, or "".
+    """
+
+    query: str
+    key: str
+    value: str
+    weighted: str
+    context: str
+    first: int = 1
+    token: str | None = None
+    input: str | None = None
+    key_input: str | None = None
+    projection: bool = False
+    caption: str = ""
+
+
+# score-demo's, in the words of the articles whose examples it walks.
+SEQ2SEQ_NAMES = StepNames(query="decoder hidden", key="encoder hidden", value="value",
+                          weighted="alignment", context="context", projection=True)
+SELF_ATTENTION_NAMES = StepNames(query="query", key="key", value="value",
+                                 weighted="weighted value", context="output", first=4,
+                                 projection=True)
+
+# inspect-weights', in the papers' words: a recurrent decoder's attention and the
+# alignment layer (one query over the encoder states), and one head of a block.
+DECODER_NAMES = StepNames(query="query", key="encoder hidden h̄_s", value="value",
+                          weighted="alignment a_s·h̄_s", context="context",
+                          token="source token")
+HEAD_NAMES = StepNames(
+    query="2. query q = x W_q + b_q", key="3. key x_s W_k + b_k",
+    value="3. value x_s W_v + b_v", weighted="weighted value", context="output", first=4,
+    token="token", input="1. input x", key_input="input x_s",
+    caption="5. softmax over the positions it may see; 6. weight × value; 7. their sum "
+            "is the head's output (before W_o); 8. every other query repeats 4-7 (the "
+            "rows of the matrix above)",
+)
 
 
 @dataclass
 class Section:
     """A titled table: `rows` of cells (a cell is a string or a list of lines);
-    `dimmed` holds the indices of the rows of keys that get no weight."""
+    `dimmed` holds the indices of the rows of keys that get no weight, `best` the
+    row of the largest weight; `left` the columns aligned left (words, and a model's
+    vectors, read from their first component), the others are aligned right."""
 
     title: str
     columns: list
@@ -60,6 +114,10 @@ class Section:
     description: str = ""
     dimmed: set = field(default_factory=set)
     total: bool = False  # the last row sums the rows above it
+    best: int | None = None
+    caption: str = ""
+    keep: int = 1  # the label columns repeated when a wide table is cut into blocks
+    left: set = field(default_factory=lambda: {""})
 
 
 class Formatter:
@@ -78,20 +136,136 @@ class Formatter:
         return "[" + ", ".join(self.number(value) for value in values) + "]"
 
 
+class ShortFormatter:
+    """A model's vectors: `[v_1, .., v_4, …] ‖v‖`, their first components and norm."""
+
+    shown = 4
+
+    def __init__(self, array, decimals):
+        self.decimals = decimals
+
+    def vector(self, values):
+        head = ", ".join(f"{value:.{self.decimals}f}" for value in values[:self.shown])
+        more = ", …" if len(values) > self.shown else ""
+        return f"[{head}{more}] ‖{np.linalg.norm(values):.{self.decimals}f}‖"
+
+
 def vector(values, decimals):
     """`[a, b, c]` with the formatting rule of this module, for one vector alone."""
     return Formatter(values, decimals).vector(values)
 
 
+def step_section(step, decimals, names, heading="", short=False, valid_keys=None):
+    """The table of one `AttentionStep`: a row per key, then the sum.
+
+    Args:
+        step: the `AttentionStep`.
+        decimals: digits after the point.
+        names: the `StepNames` of its parts.
+        heading: what the title says before the query (and its input).
+        short: show vectors by their first components and norm (`ShortFormatter`).
+        valid_keys: how many keys are not padding (None: all), to say why a key is
+            masked: padding, or outside a local window.
+    """
+    record = step.record
+    first = names.first
+    left = {names.token}
+
+    def vectors(header, array):
+        formatter = (ShortFormatter if short else Formatter)(array, decimals)
+        if short:
+            left.add(header)
+        return header, lambda s: formatter.vector(array[s])
+
+    def numbers(header, array, masked_zero=False):
+        formatter = Formatter(array, decimals)
+        return header, lambda s: ("0" if masked_zero and not record.mask[s]
+                                  else formatter.number(array[s]))
+
+    def label(s):
+        return str(s + 1) if record.mask[s] else f"{s + 1} {_why_masked(step, s, valid_keys)}"
+
+    # One (header, cell of key s) per column, in the order of the computation.
+    columns = [("s", label)]
+    if names.token is not None:
+        columns.append((names.token, lambda s: step.key_tokens[s]))
+    if names.key_input is not None and record.key_input is not None:
+        columns.append(vectors(names.key_input, record.key_input))
+    columns.append(vectors(names.key, record.keys))
+    if not np.array_equal(record.keys, record.values):
+        columns.append(vectors(names.value, record.values))
+    projection = SCORES[step.kind.score].projection
+    if names.projection and projection is not None:
+        columns.append(vectors(projection, record.projected_keys))
+    columns += [numbers(f"{first}. score", record.scores),
+                numbers(f"{first + 1}. softmax", record.softmax, masked_zero=True)]
+    if record.gaussian is not None:
+        columns += [numbers("gaussian", record.gaussian),
+                    numbers("weight", record.weights, masked_zero=True)]
+    weighted = record.weighted_values()
+    columns.append(vectors(f"{first + 2}. {names.weighted}", weighted))
+
+    query = [vectors(names.query, record.query[None])]
+    if names.input is not None and record.query_input is not None:
+        query.insert(0, vectors(names.input, record.query_input[None]))
+    description = f"score(q, k) = {step.formula}"
+    if record.aligned_positions is not None:
+        centre = Formatter(record.aligned_positions, decimals).number(record.aligned_positions)
+        description += f"; here p_t = {centre}, D = {step.kind.window}"
+    section = Section(heading + "\n".join(f"{name} {cell(0)}" for name, cell in query),
+                      [header for header, _ in columns], description=description,
+                      total=True, best=int(np.argmax(record.weights)),
+                      caption=names.caption, keep=2 if names.token is not None else 1,
+                      left=left)
+    for s in range(len(record.keys)):
+        if not record.mask[s]:
+            section.dimmed.add(s)
+        section.rows.append([cell(s) for _, cell in columns])
+    # The sum row: the weights' sum under the last weight column, then the context.
+    total = [f"{first + 3}. sum"] + [""] * (len(columns) - 3)
+    total.append(Formatter(record.weights, decimals).number(record.weights.sum()))
+    _, context = vectors(names.context, record.context[None])
+    total.append(f"{names.context} {context(0)}")
+    section.rows.append(total)
+    return section
+
+
+def model_step_section(step, decimals, previous_token=None):
+    """The `step_section` of a model's step (`inspect-weights --step`): a recurrent
+    decoder's or the alignment layer's laid out as the seq2seq example (its title
+    names the output token and `previous_token`, the token read before it), a head
+    of a block as the self-attention example."""
+    if step.head is None:
+        named = "alignment layer: " if step.attention == "alignment" else ""
+        heading = (f"{named}output token {step.step} {step.query_token!r} "
+                   f"(after {previous_token!r}); score: {step.kind.label}; ")
+        return step_section(step, decimals, DECODER_NAMES, heading, short=True)
+    heading = (f"{step.attention} attention, layer {step.layer}, head {step.head}: "
+               f"query {step.step} {step.query_token!r}\n")
+    return step_section(step, decimals, HEAD_NAMES, heading, short=True)
+
+
+def _why_masked(step, s, valid_keys):
+    if valid_keys is not None and s >= valid_keys:
+        return "(masked)"
+    if step.kind.local:
+        return "(outside window)"
+    return "(later position)" if step.attention == "decoder" else "(masked)"
+
+
+def _numbered(name, index, count):
+    return name if count == 1 else f"{name} {index + 1}"
+
+
 def sections(walk, decimals):
-    """The tables that walk through `walk`, in the order of the computation."""
+    """The tables that walk through `walk` (a score-demo `Walk`), in the order of the
+    computation."""
     if walk.source is not None:
         return _self_attention_sections(walk, decimals)
     return _score_sections(walk, decimals)
 
 
 def _score_sections(walk, decimals):
-    labels = LABELS[walk.example]
     inputs = walk.inputs
     values_differ = not np.array_equal(inputs.keys, inputs.values)
     query_format = Formatter(inputs.query, decimals)
@@ -100,10 +274,10 @@ def _score_sections(walk, decimals):
 
     table = Section("0. Inputs", ["", "vector"])
     for t, query in enumerate(inputs.query):
-        table.rows.append([_numbered(labels["query"], t, len(inputs.query)),
+        table.rows.append([_numbered(SEQ2SEQ_NAMES.query, t, len(inputs.query)),
                            query_format.vector(query)])
     for s, key in enumerate(inputs.keys):
-        name = f"{labels['key']} {s + 1}" + ("" if values_differ else " (key = value)")
+        name = f"{SEQ2SEQ_NAMES.key} {s + 1}" + ("" if values_differ else " (key = value)")
         table.rows.append([name, key_format.vector(key)])
     if values_differ:
         for s, value in enumerate(inputs.values):
@@ -113,90 +287,9 @@ def _score_sections(walk, decimals):
     if walk.parameters:
         result.append(_parameter_section("Learned parameters", walk.parameters, decimals))
 
-    result.extend(
-        _step_section(walk, t, decimals, labels, values_differ, first_step=1)
-        for t in range(len(inputs.query))
-    )
+    result.extend(step_section(step, decimals, SEQ2SEQ_NAMES, valid_keys=inputs.valid_length)
+                  for step in walk.steps())
     return result
-
-
-def _step_section(walk, t, decimals, labels, values_differ, first_step):
-    """The table of query `t`: one row per key, then the sum. Its score, softmax,
-    weighted value and sum columns are numbered from `first_step`, as the example's
-    article numbers its steps.
-
-    The query, keys, values, weights, weighted values and context are the query's
-    step record (`Walk.step`), the one inspect-weights renders; the score column
-    shows a masked key's score too (the record's is -inf), with the softmax and
-    local-p's Gaussian beside it."""
-    inputs = walk.inputs
-    step = walk.step(t)
-    weighted = step.weighted_values()
-    columns = ["s", labels["key"]]
-    if values_differ:
-        columns.append("value")
-    if walk.projected_keys is not None:
-        columns.append(walk.projection)
-    columns += [f"{first_step}. score", f"{first_step + 1}. softmax"]
-    if walk.gaussian is not None:
-        columns += ["gaussian", "weight"]
-    columns.append(f"{first_step + 2}. {labels['weighted']}")
-
-    formats = {
-        "key": Formatter(inputs.keys, decimals),
-        "value": Formatter(inputs.values, decimals),
-        "score": Formatter(walk.scores, decimals),
-        "softmax": Formatter(walk.softmax, decimals),
-        "weight": Formatter(walk.weights, decimals),
-        "weighted": Formatter(walk.weighted_values, decimals),
-        "context": Formatter(walk.context, decimals),
-    }
-    if walk.projected_keys is not None:
-        formats["projected"] = Formatter(walk.projected_keys, decimals)
-    if walk.gaussian is not None:
-        formats["gaussian"] = Formatter(walk.gaussian, decimals)
-
-    title = f"{labels['query']} {Formatter(inputs.query, decimals).vector(step.query)}"
-    description = walk.formula
-    if walk.window_centres is not None:
-        centre = Formatter(walk.window_centres, decimals).number(walk.window_centres[t])
-        description += f"; here p_t = {centre}, D = {walk.window}"
-    section = Section(title, columns, description=description, total=True)
-    for s in range(len(inputs.keys)):
-        allowed = bool(np.isfinite(step.scores[s]))
-        label = str(s + 1) if allowed else f"{s + 1} {_why_masked(walk, s)}"
-        row = [label, formats["key"].vector(step.keys[s])]
-        if values_differ:
-            row.append(formats["value"].vector(step.values[s]))
-        if walk.projected_keys is not None:
-            row.append(formats["projected"].vector(walk.projected_keys[s]))
-        row.append(formats["score"].number(walk.scores[t, s]))
-        row.append(_weight_cell(formats["softmax"], walk.softmax[t, s], allowed))
-        if walk.gaussian is not None:
-            row.append(formats["gaussian"].number(walk.gaussian[t, s]))
-            row.append(_weight_cell(formats["weight"], step.weights[s], allowed))
-        row.append(formats["weighted"].vector(weighted[s]))
-        if not allowed:
-            section.dimmed.add(len(section.rows))
-        section.rows.append(row)
-    total = [f"{first_step + 3}. sum"] + [""] * (len(columns) - 2)
-    total.append(f"{labels['context']} {formats['context'].vector(step.context)}")
-    section.rows.append(total)
-    return section
-
-
-def _weight_cell(formatter, value, allowed):
-    return formatter.number(value) if allowed else "0"
-
-
-def _why_masked(walk, s):
-    if walk.inputs.valid_length is not None and s >= walk.inputs.valid_length:
-        return "(masked)"
-    return "(outside window)"
-
-
-def _numbered(name, index, count):
-    return name if count == 1 else f"{name} {index + 1}"
 
 
 def _parameter_section(title, parameters, decimals):
@@ -212,7 +305,7 @@ def _parameter_section(title, parameters, decimals):
 
 
 def _self_attention_sections(walk, decimals):
-    inputs = walk.inputs
+    record = walk.record
     source_format = Formatter(walk.source, decimals)
     result = [Section("1. Inputs", ["input", "x"], rows=[
         [f"Input {i + 1}", source_format.vector(x)] for i, x in enumerate(walk.source)
@@ -223,25 +316,19 @@ def _self_attention_sections(walk, decimals):
         "3. Keys, queries and values", ["input", "key = x W_k", "query = x W_q",
                                         "value = x W_v"]
     )
-    formats = [Formatter(array, decimals) for array in
-               (inputs.keys, inputs.query, inputs.values)]
+    arrays = (record.keys, record.query, record.values)
+    formats = [Formatter(array, decimals) for array in arrays]
     for i in range(len(walk.source)):
         products.rows.append(
-            [f"Input {i + 1}"] + [
-                formatter.vector(array[i]) for formatter, array in
-                zip(formats, (inputs.keys, inputs.query, inputs.values))
-            ]
+            [f"Input {i + 1}"] + [formatter.vector(array[i])
+                                  for formatter, array in zip(formats, arrays)]
         )
     result.append(products)
-
-    labels = LABELS["self-attention"]
-    for t in range(len(inputs.query)):
-        section = _step_section(walk, t, decimals, labels, values_differ=True, first_step=4)
-        section.title = f"Input {t + 1}, " + section.title
-        result.append(section)
-    outputs = Formatter(walk.context, decimals)
+    for t, step in enumerate(walk.steps()):
+        result.append(step_section(step, decimals, SELF_ATTENTION_NAMES, f"Input {t + 1}, "))
+    outputs = Formatter(record.context, decimals)
     result.append(Section("8. Outputs: steps 4-7 for every input", ["input", "output"], rows=[
-        [f"Input {i + 1}", outputs.vector(output)] for i, output in enumerate(walk.context)
+        [f"Input {i + 1}", outputs.vector(output)] for i, output in enumerate(record.context)
     ]))
     return result
 
@@ -249,20 +336,21 @@ def _self_attention_sections(walk, decimals):
 def notes(walk, decimals):
     """Sentences about the figures: where the example's article rounded, what is tiny
     but not 0."""
+    record = walk.record
     result = []
     if walk.article is not None:
-        exact_weights = walk.softmax[0]
+        exact_weights = record.softmax[0]
         article_weights = np.asarray(walk.article.weights, dtype="float64")
         if not np.array_equal(exact_weights, article_weights):
-            scores = Formatter(walk.scores[0], decimals).vector(walk.scores[0])
+            scores = Formatter(record.scores[0], decimals).vector(record.scores[0])
             result.append(
                 f"{walk.article.source} rounds softmax({scores}) to "
                 f"{vector(walk.article.weights, 1)}; exactly it is "
                 f"{_precise(exact_weights, decimals)}, so {_output_name(walk)} is "
-                f"{_precise(walk.context[0], decimals)}, not "
+                f"{_precise(record.context[0], decimals)}, not "
                 f"{vector(walk.article.context, 1)}."
             )
-    allowed_weights = walk.softmax[walk.allowed]
+    allowed_weights = record.softmax[record.mask]
     tiny = allowed_weights[(allowed_weights != 0) & (allowed_weights < 0.5 * 10.0 ** -decimals)]
     if tiny.size:
         result.append(
@@ -307,28 +395,32 @@ def tables(walk, decimals):
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console = Console(width=PIPED_WIDTH)
     with console.capture() as capture:
-        _print_tables(console, walk, decimals)
+        console.print(Text(_heading(walk), style="bold"))
+        for section in sections(walk, decimals):
+            console.print()
+            print_section(console, section)
+        for note in notes(walk, decimals):
+            console.print(Text(f"Note: {note}"), soft_wrap=True)
     return capture.get()
 
 
-def _print_tables(console, walk, decimals):
-    console.print(Text(_heading(walk), style="bold"))
-    for section in sections(walk, decimals):
-        console.print()
-        if section.description:
-            console.print(Text(section.description, style="italic"), soft_wrap=True)
-        table = Table(title=Text(section.title), title_justify="left")
-        for column in section.columns:
-            table.add_column(Text(column), justify="right" if column else "left")
-        for index, row in enumerate(section.rows):
-            table.add_row(
-                *(Text("\n".join(cell) if isinstance(cell, list) else cell) for cell in row),
-                style="dim" if index in section.dimmed else None,
-                end_section=section.total and index == len(section.rows) - 2,
-            )
-        console.print(table)
-    for note in notes(walk, decimals):
-        console.print(Text(f"Note: {note}"), soft_wrap=True)
+def print_section(console, section):
+    """Print `section` on `console`: its description, then its table, cut into blocks
+    of columns where it is wider than the console (`print_fitted`)."""
+    if section.description:
+        console.print(Text(section.description, style="italic"), soft_wrap=True)
+    table = Table(title=Text(section.title), title_justify="left",
+                  caption=Text(section.caption) if section.caption else None)
+    for column in section.columns:
+        table.add_column(Text(column), justify="left" if column in section.left else "right")
+    for index, row in enumerate(section.rows):
+        style = "dim" if index in section.dimmed else (
+            "bold" if index == section.best else None)
+        table.add_row(
+            *(Text("\n".join(cell) if isinstance(cell, list) else cell) for cell in row),
+            style=style, end_section=section.total and index == len(section.rows) - 2,
+        )
+    print_fitted(console, table, keep=section.keep)
 
 
 def markdown(walk, decimals):
@@ -350,24 +442,24 @@ def markdown(walk, decimals):
 
 def to_json(walk, decimals):
     """The walk as JSON text with every intermediate array, at full float32 precision."""
+    record = walk.record
     steps = {}
     if walk.source is not None:
-        steps.update(queries=walk.inputs.query, keys=walk.inputs.keys,
-                     values=walk.inputs.values)
-    if walk.projected_keys is not None:
-        steps["projected_keys"] = walk.projected_keys
+        steps.update(queries=record.query, keys=record.keys, values=record.values)
+    if SCORES[walk.kind.score].projection is not None:
+        steps["projected_keys"] = record.projected_keys
     steps.update(
-        scores=walk.scores,
-        allowed=walk.allowed,
-        softmax=walk.softmax,
-        weights=walk.weights,
-        weighted_values=walk.weighted_values,
-        context=walk.context,
+        scores=record.scores,
+        allowed=record.mask,
+        softmax=record.softmax,
+        weights=record.weights,
+        weighted_values=record.weighted_values(),
+        context=record.context,
     )
-    if walk.window_centres is not None:
-        steps["window_centres"] = walk.window_centres
-    if walk.gaussian is not None:
-        steps["gaussian"] = walk.gaussian
+    if record.aligned_positions is not None:
+        steps["window_centres"] = record.aligned_positions
+    if record.gaussian is not None:
+        steps["gaussian"] = record.gaussian
     if walk.source is not None:
         inputs = {"inputs": walk.source}
     else:

@@ -1,16 +1,16 @@
 """One attention computation, step by step, computed by the layers of `layers/`.
 
-Every figure `attncli score-demo` prints comes from a layer: its `project_keys` and
-`score_projected` give the scores, its `score_mask` the keys each query may see,
-`masked_softmax` and its `reweight` the weights, and its call (with
-`return_attention_scores=True`) the weights and the context. Only the weighted values
-`weights[t, s] * values[s]`, the terms of the context's sum, are multiplied out here.
+Every figure `attncli score-demo` prints is the layer's own: called with
+`return_steps=True`, it returns the `layers.AttentionRecord` of the call (the scores,
+the keys each query may see, the softmax, local attention's window centres and
+Gaussian, the weights, the context). Only the weighted values `weights[t, s] *
+values[s]`, the terms of the context's sum, are multiplied out (by the record).
 
-Each query of a `Walk` is an `AttentionStep` (`Walk.step`), the record of one attention
-step that `inspect-weights` renders from a trained model.
+Each query of a `Walk` is an `AttentionStep` (`Walk.steps`), as `inspect-weights`
+shows a trained model's, through the same table (`attncli.cli.render.step_section`).
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import keras
 import numpy as np
@@ -23,9 +23,9 @@ from attncli.cli.demo_inputs import (
     score_and_alignment,
 )
 from attncli.errors import AttncliError
-from attncli.model.trace import AttentionStep
+from attncli.model.trace import ScoreKind, labelled_step
 from attncli.scores import ALIGNMENTS, SCORES, make_attention
-from layers import ScaledDotSelfAttention, masked_softmax, sequence_mask
+from layers import ScaledDotSelfAttention, sequence_mask
 
 # The half-width of the local window when --window is not given: small enough that
 # the window leaves keys out of the worked example's four.
@@ -41,29 +41,20 @@ def formula(name):
 
 @dataclass(frozen=True)
 class Walk:
-    """The inputs, every intermediate value and the result of one attention computation.
-
-    Arrays have no batch axis: `Tq` queries attend to `Tv` keys.
+    """One attention computation: the layer's record of it, and what the example says.
 
     Attributes:
         example: `"seq2seq"` or `"self-attention"`.
-        score: the score function's name (`"dot"`, `"general"`, ...).
+        score: the demo's score name (`"dot"`, `"general"`, ..., `"local-p"`).
         formula: the score function, written out.
-        inputs: query `(Tq, d_q)`, keys `(Tv, d_k)`, values `(Tv, d_v)`, valid length.
+        inputs: the query `(Tq, d_q)`, keys `(Tv, d_k)`, values `(Tv, d_v)` and valid
+            length given (`DemoInputs`); None for the self-attention example.
         parameters: the layer's weights by name (`W_a`, `v_a`, ...), as it used them.
-        projected_keys: `project_keys(keys)` `(Tv, ...)`, or None where the score has no
-            term in the keys alone.
-        projection: what `projected_keys` is (`"k W_a"`), or None.
-        scores: raw scores `(Tq, Tv)`.
-        allowed: booleans `(Tq, Tv)`, the keys each query may attend to.
-        softmax: the masked softmax of the scores `(Tq, Tv)`.
-        weights: the attention weights the layer returned `(Tq, Tv)`; they differ from
-            `softmax` only for local-p, which multiplies it by a Gaussian.
-        weighted_values: `weights[t, s] * values[s]`, `(Tq, Tv, d_v)`.
-        context: the layer's output `(Tq, d_v)`, the sum of the weighted values.
+        record: the layer's `layers.AttentionRecord` of the call, NumPy arrays
+            without the batch axis: `Tq` queries attend to `Tv` keys (`scores`
+            `(Tq, Tv)`, ...). Its `weights` differ from its `softmax` only for
+            local-p, which multiplies it by a Gaussian.
         window: local attention's half-width `D`, or None.
-        window_centres: local attention's `p_t` `(Tq,)`, or None.
-        gaussian: local-p's factors `exp(-(s - p_t)² / (2σ²))` `(Tq, Tv)`, or None.
         source: self-attention's inputs `(T, d)`, whose products with `W_q`, `W_k`,
             `W_v` are the queries, keys and values; None otherwise.
         article: the `ArticleFigures` of the article whose worked example this walk
@@ -74,48 +65,30 @@ class Walk:
     example: str
     score: str
     formula: str
-    inputs: DemoInputs
+    inputs: DemoInputs | None
     parameters: dict
-    scores: np.ndarray
-    allowed: np.ndarray
-    softmax: np.ndarray
-    weights: np.ndarray
-    weighted_values: np.ndarray
-    context: np.ndarray
-    projected_keys: np.ndarray | None = None
-    projection: str | None = None
+    record: object
     window: int | None = None
-    window_centres: np.ndarray | None = None
-    gaussian: np.ndarray | None = None
     source: np.ndarray | None = None
     article: ArticleFigures | None = None
     inputs_name: str = "your inputs"
 
-    def step(self, t):
-        """Query `t` (0-based) as an `AttentionStep`, the record of one attention step
-        that `inspect-weights` renders too: its query, the keys and values, its scores
-        (-inf where the key is masked), weights and context `weights @ values`."""
-        values = np.asarray(self.inputs.values, "float64")
-        weights = np.asarray(self.weights[t], "float64")
-        source = None if self.source is None else np.asarray(self.source, "float64")
-        return AttentionStep(
-            attention="cross" if source is None else "encoder",
-            layer=1,
-            head=None,
-            step=t + 1,
-            score=self.score,
-            formula=self.formula,
-            query_token=f"query {t + 1}" if source is None else f"Input {t + 1}",
-            key_tokens=[str(s + 1) for s in range(len(values))],
-            query=np.asarray(self.inputs.query[t], "float64"),
-            keys=np.asarray(self.inputs.keys, "float64"),
-            values=values,
-            scores=np.where(self.allowed[t], np.asarray(self.scores[t], "float64"), -np.inf),
-            weights=weights,
-            context=weights @ values,
-            inputs=source,
-            x=None if source is None else source[t],
-        )
+    @property
+    def kind(self):
+        """The `ScoreKind` of the demo's score: `local-p` is the dot score, local-p."""
+        score, alignment = score_and_alignment(self.score)
+        return ScoreKind(score, alignment, self.window)
+
+    def steps(self):
+        """Each query as an `AttentionStep`, the record of one step that
+        `inspect-weights` shows too (`attncli.model.trace.labelled_step`)."""
+        queries = len(self.record.query)
+        tokens = ([f"query {t + 1}" for t in range(queries)] if self.source is None
+                  else [f"Input {t + 1}" for t in range(queries)])
+        return [labelled_step(self.record, attention="cross" if self.source is None
+                              else "encoder", layer=1, head=None, step=t + 1,
+                              kind=self.kind, query_tokens=tokens)
+                for t in range(queries)]
 
 
 def walk(request):
@@ -153,25 +126,7 @@ def walk_score(score, inputs, seed=0, units=None, window=None):
     keras.utils.set_random_seed(seed)
     layer([query, values, keys], mask=[None, value_mask])  # creates the weights
     parameters = _use_parameters(layer, score, inputs.parameters)
-
-    context, weights = layer(
-        [query, values, keys], mask=[None, value_mask], return_attention_scores=True
-    )
-    projected_keys = layer.project_keys(keys)
-    scores = layer.score_projected(query, projected_keys)
-    allowed = layer.score_mask(query, keys, value_mask)
-    if allowed is None:
-        allowed = keras.ops.ones_like(scores, dtype="bool")
-    allowed = keras.ops.broadcast_to(allowed, keras.ops.shape(scores))
-    softmax = masked_softmax(scores, allowed)
-
-    window_centres = gaussian = None
-    if ALIGNMENTS[alignment].local:
-        window_centres = _first(layer.aligned_positions(query, keys, value_mask))
-    if alignment == "local-p":
-        gaussian = _first(layer.reweight(keras.ops.ones_like(softmax), query, keys, value_mask))
-    weights = _first(weights)
-    projection = SCORES[score_function].projection
+    _, record = layer([query, values, keys], mask=[None, value_mask], return_steps=True)
     from_example = _same_inputs(inputs, SEQ2SEQ.inputs)
     matches_article = from_example and score == "dot" and inputs.valid_length is None
     return Walk(
@@ -180,17 +135,8 @@ def walk_score(score, inputs, seed=0, units=None, window=None):
         formula=formula(score),
         inputs=inputs,
         parameters=parameters,
-        scores=_first(scores),
-        allowed=_first(allowed),
-        softmax=_first(softmax),
-        weights=weights,
-        weighted_values=weights[:, :, None] * inputs.values[None, :, :],
-        context=_first(context),
-        projected_keys=_first(projected_keys) if projection is not None else None,
-        projection=projection,
+        record=record.map(_first),
         window=window,
-        window_centres=window_centres,
-        gaussian=gaussian,
         article=SEQ2SEQ.article if matches_article else None,
         inputs_name=(f"the seq2seq example of {SEQ2SEQ.article.source}" if from_example
                      else "your inputs"),
@@ -205,24 +151,14 @@ def walk_self_attention():
     source = keras.ops.convert_to_tensor(example.inputs[None])
     layer(source)  # creates the weights
     parameters = _use_parameters(layer, "self-attention", example.parameters)
-    queries, keys, values = layer.project(source)
-    outputs, weights = layer(source, return_attention_scores=True)
-    scores = layer.score(queries, keys)
-    softmax = masked_softmax(scores)
-    weights = _first(weights)
-    values = _first(values)
+    _, record = layer(source, return_steps=True)
     return Walk(
         example="self-attention",
         score="dot",
         formula=SCORES["dot"].formula,
-        inputs=DemoInputs(query=_first(queries), keys=_first(keys), values=values),
+        inputs=None,
         parameters=parameters,
-        scores=_first(scores),
-        allowed=np.ones(weights.shape, dtype=bool),
-        softmax=_first(softmax),
-        weights=weights,
-        weighted_values=weights[:, :, None] * values[None, :, :],
-        context=_first(outputs),
+        record=record.map(_first),
         source=example.inputs,
         article=example.article,
         inputs_name=f"the self-attention example of {example.article.source}",

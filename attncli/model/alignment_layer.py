@@ -110,7 +110,7 @@ class AlignmentLayer(keras.layers.Layer):
 
     def query(self, features, next_embeddings, target_mask=None):
         """The queries `q_t` `(batch_size, T, units)` of `call`'s arguments: what its
-        attention scores against `W_a h_s` (`inspect-weights --step` shows them)."""
+        attention scores against `W_a h_s`."""
         features = ops.stop_gradient(features)
         next_embeddings = ops.stop_gradient(next_embeddings)
         following = ops.concatenate(

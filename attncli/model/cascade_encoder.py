@@ -100,23 +100,13 @@ class CascadeEncoder(Encoder):
         if self.final_norm is not None:
             self.final_norm.build((None, None, self.embedding_dim))
 
-    def _blocks_input(self, recurrent_outputs, training=None):
-        x = recurrent_outputs
-        if self.projection is not None:
-            x = self.projection(x)
-        return self.dropout_layer(x, training=training)
-
-    def blocks_input(self, source_ids, training=None):
-        """What the first block reads: `x_0`, `(batch_size, S, embedding_dim)`."""
-        recurrent_outputs, _, _ = super().call(source_ids, training=training)
-        return self._blocks_input(recurrent_outputs, training=training)
-
     def call(self, source_ids, training=None, return_attention_scores=False,
              return_steps=False):
-        recurrent_outputs, final_state, source_mask = super().call(source_ids,
-                                                                   training=training)
+        x, final_state, source_mask = super().call(source_ids, training=training)
+        if self.projection is not None:
+            x = self.projection(x)
         # x: batch x S x embedding_dim
-        x = self._blocks_input(recurrent_outputs, training=training)
+        x = self.dropout_layer(x, training=training)
         outputs, all_weights = run_encoder_blocks(self.blocks, self.final_norm, x,
                                                   source_mask, training=training,
                                                   return_steps=return_steps)

@@ -355,9 +355,9 @@ class Seq2Seq(keras.Model):
               step=1):
         """One step of one attention, with everything its weights came from.
 
-        The model runs teacher-forced over one sentence: `source_ids` `(1, S)` and
-        `target_in_ids` `(1, T)`, `[bos]` and the output tokens but the last (a
-        recurrent decoder takes the search's own `decode_step`s).
+        The model runs teacher-forced over one sentence (`teacher_forced` with
+        `return_steps=True`): `source_ids` `(1, S)` and `target_in_ids` `(1, T)`,
+        `[bos]` and the output tokens but the last.
 
         Args:
             attention: `"cross"` (the decoder's attention over the source),
@@ -369,14 +369,15 @@ class Seq2Seq(keras.Model):
             step: int, 1-based query position.
 
         Returns:
-            `attncli.model.trace.AttentionStep`: the query, keys, values, `scores =
-            score(q, k_s)`, `weights = softmax(scores)` and `context = weights @
-            values` (see `attncli.model.trace.trace_attention` for every step at once).
+            `attncli.model.trace.AttentionStep`: the layer's record of that query
+            (query, keys, values, `scores = score(q, k_s)`, mask, `weights =
+            softmax(scores)`, `context = weights @ values`), labelled.
         """
-        from attncli.model.trace import trace_attention
+        from attncli.model.trace import check_attention, select_step, trace_attentions
 
-        traced = trace_attention(self, source_ids, target_in_ids, attention, layer)
-        return traced.step(head, step)
+        check_attention(self, attention, layer)
+        records = trace_attentions(self, source_ids, target_in_ids)
+        return select_step(self, records, attention, layer, head, step)
 
     def call(self, inputs, training=None, return_attention_scores=False):
         features, weights = self.features(inputs, training=training)

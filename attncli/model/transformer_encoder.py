@@ -308,14 +308,10 @@ class TransformerEncoder(SelfAttentionStack):
     def output_dim(self):
         return self.model_dim
 
-    def blocks_input(self, source_ids, training=None):
-        """What the first block reads: `x_0 = Dropout(sqrt(d) E[x_s] + PE(s))`."""
-        return self.embed(source_ids, training=training)
-
     def call(self, source_ids, training=None, return_attention_scores=False,
              return_steps=False):
         source_mask = ops.not_equal(source_ids, 0)
-        x = self.blocks_input(source_ids, training=training)
+        x = self.embed(source_ids, training=training)
         outputs, all_weights = run_encoder_blocks(self.blocks, self.final_norm, x,
                                                   source_mask, training=training,
                                                   return_steps=return_steps)

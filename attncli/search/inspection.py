@@ -5,7 +5,8 @@ hypothesis: the weights of each attention the model has, as the model computed t
 for the tokens the search emitted (a recurrent decoder's: the weights the search
 returned; a self-attention side's: `Seq2Seq.attention_maps`, teacher-forced over the
 hypothesis, which gives what the search computed), and `view.step(...)`, the
-`AttentionStep` record of one query of one head (`Seq2Seq.trace`). A model with an
+`AttentionStep` of one query of one head: the record its layer kept in the
+teacher-forced pass (`attncli.model.trace`), labelled with the tokens. A model with an
 alignment layer (`model.alignment_layer`) shows it as the attention `"alignment"`, one
 layer and one head, teacher-forced over the tokens shown as `attncli align` reads it.
 The attentions' names and titles are `attncli.attentions`'.
@@ -176,7 +177,7 @@ class SentenceView:
         self.target_words = target_words
         self.reference = reference
         self._ids = (source_ids, target_in_ids)
-        self._traces = {}
+        self._records = None
 
     @property
     def tokens(self):
@@ -318,20 +319,16 @@ class SentenceView:
     def step(self, attention="cross", layer=None, head=None, step=1):
         """The `AttentionStep` of query `step` (1-based) of `head` (None: head 1) of
         block `layer` (None: the last) of `attention`, labelled with its tokens."""
+        from attncli.model.trace import select_step, trace_attentions
+
         matrices = self.attention(attention)
         index = self._layer_index(matrices, layer)
         self._check_head(matrices, index, head)
         self.check_step(attention, step)
-        return self._trace(attention, index + 1).step(head, step, matrices.rows,
-                                                      matrices.columns)
-
-    def _trace(self, attention, layer):
-        from attncli.model.trace import trace_attention
-
-        key = (attention, layer)
-        if key not in self._traces:
-            self._traces[key] = trace_attention(self.model, *self._ids, attention, layer)
-        return self._traces[key]
+        if self._records is None:  # every attention's, from one teacher-forced pass
+            self._records = trace_attentions(self.model, *self._ids)
+        return select_step(self.model, self._records, attention, index + 1, head, step,
+                           matrices.rows, matrices.columns)
 
     def steps(self, width=8):
         """Every step of every attention, layer and head, as `to_dict(width)`, by
