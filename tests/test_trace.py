@@ -209,13 +209,18 @@ def test_score_demo_walks_the_same_record():
 
     inputs = dataclasses.replace(SEQ2SEQ.inputs, valid_length=3)
     for walk in (walk_score("local-p", inputs, window=2), walk_self_attention()):
-        for t in range(len(walk.inputs.query)):
-            record = walk.step(t).record
-            assert np.all(record.weights[~walk.allowed[t]] == 0)
-            np.testing.assert_allclose(record.context, walk.context[t], rtol=1e-6, atol=1e-6)
+        steps = walk.steps()
+        assert len(steps) == len(walk.record.query)
+        for t, step in enumerate(steps):
+            record = step.record
+            assert step.step == t + 1
+            np.testing.assert_array_equal(record.weights, walk.record.weights[t])
+            assert np.all(record.weights[~record.mask] == 0)
             np.testing.assert_allclose(record.weighted_values().sum(axis=0), record.context,
                                        rtol=1e-5, atol=1e-6)
-            json.dumps(walk.step(t).to_dict())
+            json.dumps(step.to_dict())
+        if walk.source is None:  # the padded keys of the seq2seq example are masked
+            assert not walk.record.mask[:, 3:].any()
 
 
 # ---- the alignment layer ---------------------------------------------------------------
