@@ -17,7 +17,7 @@ import tensorflow as tf
 from attncli_process import FIXTURE_RUN
 
 from attncli.model import recurrence
-from attncli.serve import registry as registry_module
+from attncli.serve import tensorflow_model
 from attncli.serve.limits import Limits
 from attncli.serve.registry import Registry
 
@@ -87,7 +87,7 @@ def test_forward_only_gives_the_same_states_and_frees_its_graph(kind, running):
 
 @pytest.mark.slow
 def test_a_dropped_translator_frees_its_traced_graphs(monkeypatch):
-    monkeypatch.setattr(registry_module, "KEPT_TRANSLATORS", 1)
+    monkeypatch.setattr(tensorflow_model, "KEPT_TRANSLATORS", 1)
     served = Registry([("run", [FIXTURE_RUN / "model"])], Limits())
     served.load()
     model = served.models["run"]

@@ -3,9 +3,9 @@ server; each names the options as its user wrote them, in one line."""
 
 import pytest
 
-from attncli.cli.translate_command import SAMPLING_OPTIONS as CLI
+from attncli.cli.translate_tensorflow import SAMPLING_OPTIONS as CLI
 from attncli.config.search import Sampling, requested_sampling
-from attncli.serve.registry import SAMPLING_OPTIONS as SERVER
+from attncli.serve.served_model import SAMPLING_OPTIONS as SERVER
 
 ASK = {"sampling": None, "temperature": None, "seed": None, "beam": None, "n_best": None}
 

@@ -17,7 +17,7 @@ anything is translated:
 """
 
 from attncli.serve.limits import RequestError
-from attncli.serve.registry import TRANSLATE_BATCH, ServedModel, decoding_of
+from attncli.serve.served_model import TRANSLATE_BATCH, ServedModel, decoding_of
 
 #: The end of each refusal: what to do instead.
 WITH_TENSORFLOW = "serve the run itself (attncli serve RUN, the TensorFlow engine)"
