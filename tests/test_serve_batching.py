@@ -158,7 +158,10 @@ class FakeModel:
             weights=np.eye(len(text.split()), dtype=np.float32))]) for text in texts]
 
     def describe(self):
-        return {"name": "fake"}
+        """What `/models` says of it: every field of `schemas.ModelDescription`."""
+        return {"name": "fake", "engine": "tensorflow", "task": "translation", "members": 1,
+                "source_level": "word", "target_level": "word", "decoding": {},
+                "max_length": None, "inspect_refusal": None}
 
 
 def fake_app(token=None, **limits):

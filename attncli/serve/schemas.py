@@ -2,8 +2,13 @@
 
 Requests are validated strictly: a field of the wrong type (`"beam": "5"`,
 `"alignments": 1`) or a field the API does not know is refused, not converted or
-ignored, and so is a string that is not text (`NOT_TEXT`), wherever it is. The response
-models document the API at `/docs`; responses are built as plain dicts.
+ignored, and so is a string that is not text (`NOT_TEXT`), wherever it is.
+
+The response models of `/translate` and `/models` are the routes' `response_model`s:
+FastAPI validates each answer against them, and writes the fields a route set, in the
+order they are declared here (an answer leaves out the fields its request did not ask
+for: `response_model_exclude_unset`). `/inspect` and `/step` answer the attention view's
+own dicts (`attncli.search.inspection`), which no model here describes.
 """
 
 import re
@@ -99,7 +104,8 @@ TOKEN_LOG_PROBS = Field(
 
 class Hypothesis(BaseModel):
     text: str
-    score: float
+    score: float | None = Field(description="Its score, log P / lp; null in a slot of the "
+                                "beam that no hypothesis filled.")
     words: list[str] | None = None
     alignment: str | None = None
     tokens: list[str] | None = None
@@ -111,13 +117,13 @@ class Translated(BaseModel):
     text: str = Field(description="The best translation: the line attncli translate "
                       "prints with the same settings (and no --n-best).")
     score: float | None = Field(description="Its score, log P / lp; null for an empty text.")
-    source_tokens: list[str] | None = None
-    source_words: list[str] | None = None
     words: list[str] | None = None
     alignment: str | None = None
     tokens: list[str] | None = None
     weights: list[list[float]] | None = None
     token_log_probs: list[float | None] | None = TOKEN_LOG_PROBS
+    source_tokens: list[str] | None = None
+    source_words: list[str] | None = None
     hypotheses: list[Hypothesis] | None = None
 
 
