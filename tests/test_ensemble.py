@@ -15,7 +15,7 @@ from test_decoding_model import SOURCES, make_model, padded, searching
 from attncli_runs import attncli, run, succeeds, trained  # noqa: F401 (fixtures)
 
 # Members of different kinds: their states and memories differ in structure, and the
-# Transformer's state grows (`make_room`).
+# Transformer's state grows with every step.
 PAIRS = {
     "rnn+rnn": ("luong-input-feeding", "bahdanau-lstm"),
     "rnn+transformer": ("luong-local-p", "transformer-pre"),

@@ -102,7 +102,6 @@ def test_step_by_step_decoding_equals_the_teacher_forced_call(name):
     model = make_model(name)
     logits, weights = model((SOURCES, TARGETS), return_attention_scores=True)
     memory, state = model.encode(SOURCES)
-    state = model.make_room(state, TARGETS.shape[1])
     for t in range(TARGETS.shape[1]):
         step_logits, state, step_weights = model.decode_step(TARGETS[:, t], state, memory)
         real = TARGETS[:, t].numpy() != 0

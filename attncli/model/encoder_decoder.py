@@ -195,7 +195,7 @@ class Seq2Seq(keras.Model):
             `(batch_size, S)` bool; `state` the decoder's initial state, a tuple of
             batch-first tensors. A self-attention decoder's memory holds every
             block's cross-attention keys and values instead of `projected_keys`,
-            and its state has room for no step: see `make_room`.
+            and its state is its empty cache, which each `decode_step` extends.
         """
         values, final_state, source_mask = self.encoder(source_ids, training=training)
         memory = self.decoder.memory(values, source_mask)
@@ -203,17 +203,6 @@ class Seq2Seq(keras.Model):
             return memory, self.decoder.initial_state(ops.shape(source_ids)[0])
         state = self.decoder.initial_state(self.bridge(final_state))
         return memory, state
-
-    def make_room(self, state, steps):
-        """The decoder state from `encode` with room for `steps` calls of `decode_step`.
-
-        A self-attention decoder caches every step's keys and values in a buffer of
-        fixed size (a graph loop keeps its shapes), made here; an RNN decoder's
-        state does not grow, and is returned as it is.
-        """
-        if not self.self_attention_decoder:
-            return state
-        return self.decoder.initial_state(ops.shape(state[1])[0], steps)
 
     def decode_step(self, token_ids, state, memory, training=False):
         """One decoder step.

@@ -109,41 +109,32 @@ class DecoderBlock(ResidualBlock):
         )
         return x, self_weights, cross_weights
 
-    def step(self, x, cache, written, visible, cross_keys, cross_values, source_mask,
-             training=None):
-        """One position, its self-attention reading the cache.
+    def step(self, x, keys, values, cross_keys, cross_values, source_mask, training=None):
+        """One position, its self-attention reading the keys and values of the steps
+        before it.
 
         Args:
             x: `(batch_size, 1, model_dim)`, the step's input.
-            cache: `(batch_size, 2, num_heads, L, model_dim / num_heads)`, this
-                block's projected keys (`[:, 0]`) and values (`[:, 1]`) of the
-                steps so far, in a buffer of `L` positions.
-            written: bool `(batch_size, L)`, the position this step fills.
-            visible: bool `(batch_size, length)`, the positions up to this one, of
-                the first `length` (those up to the furthest row's step).
+            keys, values: `(batch_size, num_heads, t, model_dim / num_heads)`, this
+                block's projected keys and values of the `t` steps so far.
             cross_keys, cross_values, source_mask, training: as in `call`.
 
         Returns:
-            `(x, cache, cross_weights)`: the step's output `(batch_size, 1,
-            model_dim)`, the cache with this step's keys and values written,
-            and `(batch_size, num_heads, 1, S)`.
+            `(x, keys, values, cross_weights)`: the step's output `(batch_size, 1,
+            model_dim)`, the keys and values with this step's appended, `(batch_size,
+            num_heads, t + 1, d)`, and `(batch_size, num_heads, 1, S)`.
         """
         query = self.sublayer_input(x, self.self_attention_norm)
-        keys, values = self.self_attention.project_key_value(query)
-        # new: batch x 2 x heads x 1 x head_dim, written at its position of the buffer
-        new = ops.stack([keys, values], axis=1)
-        cache = ops.where(written[:, None, None, :, None], ops.cast(new, cache.dtype), cache)
-        # Only the positions some row has reached are read: the buffer's tail is empty.
-        length = ops.shape(visible)[1]
-        attended = self.self_attention.attend_projected(
-            query, cache[:, 0, :, :length], cache[:, 1, :, :length], value_mask=visible,
-            training=training,
-        )
+        new_keys, new_values = self.self_attention.project_key_value(query)
+        # keys, values: batch x heads x (t + 1) x head_dim, every position visible
+        keys = ops.concatenate([keys, ops.cast(new_keys, keys.dtype)], axis=2)
+        values = ops.concatenate([values, ops.cast(new_values, values.dtype)], axis=2)
+        attended = self.self_attention.attend_projected(query, keys, values, training=training)
         x = self.sublayer_output(x, attended, self.self_attention_norm, training=training)
         x, cross_weights = self._cross_and_feed_forward(
             x, cross_keys, cross_values, source_mask, training=training
         )
-        return x, cache, cross_weights
+        return x, keys, values, cross_weights
 
     def get_config(self):
         config = super().get_config()
@@ -167,15 +158,14 @@ class TransformerDecoder(SelfAttentionStack):
 
     Teacher-forced, `call` runs the blocks over the whole target with a causal
     mask. Step by step (`step`, what greedy and beam search call), each block
-    appends the step's projected key and value to a cache and attends the step's
-    query to it, which gives what the causal call gives at that position (tested).
-    The cache is a fixed-size buffer, since a `tf.while_loop` keeps its shapes:
-    the state is `(cache, step)`, `cache` of shape `(batch_size, num_layers, 2,
-    num_heads, L, model_dim / num_heads)` (keys then values, for every block: one
-    tensor, so beam search reorders it with one gather) and `step` `(batch_size,)`
-    the next position; `initial_state(batch_size, L)` makes it. The
-    cross-attention's keys and values are projected once per sentence, in
-    `memory`.
+    appends the step's projected key and value to its cache and attends the
+    step's query to it, which gives what the causal call gives at that position
+    (tested). The state is the cache: a tuple with one `(keys, values)` pair per
+    block, each `(batch_size, num_heads, t, model_dim / num_heads)` after `t`
+    steps, so the step's position is `t` for every row (a search decodes the
+    rows still translating, all at the same step); `initial_state(batch_size)`
+    makes it empty. The cross-attention's keys and values are projected once
+    per sentence, in `memory`.
 
     The attention weights returned with each position are the last block's
     cross-attention weights averaged over the heads.
@@ -250,13 +240,11 @@ class TransformerDecoder(SelfAttentionStack):
             "cross_values": [values for _, values in projected],
         }
 
-    def initial_state(self, batch_size, steps=0):
-        """`(cache, step)` before the first step, the cache with room for `steps`."""
-        cache = ops.zeros(
-            (batch_size, self.num_layers, 2, self.num_heads, steps, self.head_dim),
-            dtype=self.compute_dtype,
-        )
-        return cache, ops.zeros((batch_size,), dtype="int32")
+    def initial_state(self, batch_size):
+        """The empty cache: one `(keys, values)` pair of zero steps per block."""
+        empty = ops.zeros((batch_size, self.num_heads, 0, self.head_dim),
+                          dtype=self.compute_dtype)
+        return tuple((empty, empty) for _ in self.blocks)
 
     def call(self, target_in_ids, state=None, memory=None, training=None, stepwise=False,
              return_attention_scores=False, return_steps=False):
@@ -281,26 +269,24 @@ class TransformerDecoder(SelfAttentionStack):
         return features, weights
 
     def step(self, token_ids, state, memory, training=None):
-        """One step from the previous token ids `(batch_size,)`.
+        """One step from the previous token ids `(batch_size,)`, at position `t`, the
+        number of steps the cache `state` holds.
 
         Returns `(features (B, model_dim), new_state, weights (B, S))`.
         """
-        cache, step = state
-        positions = ops.arange(ops.shape(cache)[4], dtype="int32")[None, :]
-        written = ops.equal(positions, step[:, None])
-        reached = positions[:, : ops.max(step) + 1]
-        visible = ops.less_equal(reached, step[:, None])
-        x = self.embed(token_ids[:, None], positions=step[:, None], training=training)
-        caches = []
-        for index, block in enumerate(self.blocks):
-            x, block_cache, cross_weights = block.step(
-                x, cache[:, index], written, visible, memory["cross_keys"][index],
-                memory["cross_values"][index], memory["source_mask"], training=training,
+        position = ops.shape(state[0][0])[2]
+        x = self.embed(token_ids[:, None], positions=ops.reshape(position, (1,)),
+                       training=training)
+        cache = []
+        for index, (block, (keys, values)) in enumerate(zip(self.blocks, state)):
+            x, keys, values, cross_weights = block.step(
+                x, keys, values, memory["cross_keys"][index], memory["cross_values"][index],
+                memory["source_mask"], training=training,
             )
-            caches.append(block_cache)
+            cache.append((keys, values))
         # cross_weights: batch x heads x 1 x S -> batch x S, averaged over the heads
         weights = ops.mean(cross_weights[:, :, 0, :], axis=1)
-        return self.finish(x)[:, 0], (ops.stack(caches, axis=1), step + 1), weights
+        return self.finish(x)[:, 0], tuple(cache), weights
 
     def get_config(self):
         config = super().get_config()

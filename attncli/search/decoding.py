@@ -7,13 +7,14 @@ A model is anything with the interface of `attncli.model.encoder_decoder.Seq2Seq
 
 with `source_ids` `(batch_size, Ts)` padded with 0, `token_ids` `(batch_size,)`,
 `logits` `(batch_size, V)`, `weights` `(batch_size, Ts)` (the attention weights of that
-step), and every tensor of `memory` (a dict) and `state` (a tuple) batch-first. A model
-whose state grows with each step (a self-attention decoder's cache) also has
-`state = model.make_room(state, steps)`, called once before the loop (see
+step), and every tensor of `memory` (a dict) and `state` (a tuple) batch-first. A state
+may grow with each step (a self-attention decoder's cache; see
 `attncli.search.growing_state`).
 
 Each search is one `tf.while_loop` over target positions, so under `tf.function` (see
-`compile_search`) the whole translation of a batch is a single graph call. A hypothesis
+`compile_search`) the whole translation of a batch is a single graph call. Only the
+hypotheses still translating are decoded: the loop carries their decoder state and
+memory alone, and drops a hypothesis's rows once it has finished (`decode_rows`). A hypothesis
 is scored as in Wu et al. 2016 ("Google's Neural Machine Translation System", eq. 14):
 
     lp(Y)       = ((5 + |Y|) / 6) ** alpha
@@ -44,11 +45,12 @@ import tensorflow as tf
 
 from attncli.config.search import SearchConfig
 from attncli.data.vocabulary import END, PAD, START
-from attncli.search.growing_state import make_room
+from attncli.model.recurrence import forward_only
+from attncli.search.growing_state import loose_shapes
 from attncli.search.sampling import sample_keys, sample_next_tokens, sentence_keys, uniforms
 from attncli.search.search_steps import (  # noqa: F401 (re-exported)
     Hypotheses,
-    decode_unfinished,
+    decode_rows,
     forced_tokens,
     length_penalty,
     max_target_lengths,
@@ -123,8 +125,8 @@ def sample_search(model, source_ids, search, sampling, seeds, *, prefix_ids=None
     keys = sample_keys(sentence_keys(source_ids, tf.convert_to_tensor(seeds, tf.int64)), samples)
 
     def choose(t):
-        def draw(logits, unfinished):
-            u = uniforms(tf.gather_nd(keys, unfinished), t)
+        def draw(logits, rows):
+            u = uniforms(tf.gather(keys, rows), t)
             return sample_next_tokens(logits, sampling, u, temperature)
 
         return draw
@@ -147,7 +149,7 @@ def _token_by_token(model, source_ids, search, prefix_ids, choose, copies, atten
     """The loop of greedy search and sampling: one token per row and step.
 
     `copies` rows decode each sentence (row `b * copies + i` is copy `i` of sentence
-    `b`); `choose(t)` gives step `t`'s `choose` for `decode_unfinished` (None: the most
+    `b`); `choose(t)` gives step `t`'s `choose` for `decode_rows` (None: the most
     probable token). Returns `Hypotheses` with `n = 1` per row, `(batch * copies, 1, ...)`.
     """
     alpha = search.alpha if alpha is None else alpha
@@ -157,20 +159,17 @@ def _token_by_token(model, source_ids, search, prefix_ids, choose, copies, atten
         max_target_lengths(source_ids, search.max_length_ratio, search.max_length_offset),
         copies,
     )
-    prefix_ids = _prefix_rows(prefix_ids, source_ids, copies)
+    prefix_ids = _prefix_rows(prefix_ids, copies)
     memory, initial_state = model.encode(source_ids, training=False)
-    initial_state = make_room(model, initial_state, tf.reduce_max(max_lengths))
+    every_row = tf.range(rows)
     if copies > 1:
-        memory = tf.nest.map_structure(lambda tensor: tf.repeat(tensor, copies, axis=0), memory)
-        initial_state = tf.nest.map_structure(
-            lambda tensor: tf.repeat(tensor, copies, axis=0), initial_state
-        )
+        initial_state, memory = _rows_of(every_row // copies, (initial_state, memory))
 
-    def step(t, token_ids, state, finished, lengths, log_probs, tokens, token_log_probs,
-             weights):
-        best_log_probs, best, state, step_weights = decode_unfinished(
-            model, token_ids, state, memory, finished, 1,
-            forced=forced_tokens(prefix_ids, t), choose=None if choose is None else choose(t),
+    def step(t, token_ids, decoding, state, memory, finished, lengths, log_probs, tokens,
+             token_log_probs, weights):
+        best_log_probs, best, state, step_weights = decode_rows(
+            model, token_ids, state, memory, decoding, 1,
+            forced=_forced(prefix_ids, t), choose=None if choose is None else choose(t),
         )  # (rows, 1), (rows, 1), ..., (rows, Ts)
         alive = ~finished
         token_ids = tf.where(alive, best[:, 0], PAD)
@@ -178,10 +177,19 @@ def _token_by_token(model, source_ids, search, prefix_ids, choose, copies, atten
         log_probs += step_log_probs
         lengths += tf.cast(alive, tf.int32)
         finished = finished | (token_ids == END) | (lengths >= max_lengths)
+        # A row goes on from its own state: the rows that finished are dropped.
+        still = tf.gather(~finished, decoding)
+        decoding, state, memory = tf.cond(
+            tf.reduce_all(still),
+            lambda: (decoding, state, memory),
+            lambda: _rows_of(tf.reshape(tf.where(still), [-1]), (decoding, state, memory)),
+        )
         return (
             t + 1,
             token_ids,
+            decoding,
             state,
+            memory,
             finished,
             lengths,
             log_probs,
@@ -190,23 +198,24 @@ def _token_by_token(model, source_ids, search, prefix_ids, choose, copies, atten
             weights.write(t, step_weights) if attention_weights else weights,
         )
 
-    def not_done(t, token_ids, state, finished, *unused):
-        return ~tf.reduce_all(finished)
+    def not_done(t, token_ids, decoding, *unused):
+        return tf.size(decoding) > 0
 
-    _, _, _, _, lengths, log_probs, tokens, token_log_probs, weights = tf.while_loop(
-        not_done,
-        step,
-        (
-            tf.constant(0),
-            tf.fill([rows], START),
-            initial_state,
-            tf.zeros([rows], tf.bool),
-            tf.zeros([rows], tf.int32),
-            tf.zeros([rows], tf.float32),
-            tf.TensorArray(tf.int32, size=0, dynamic_size=True, element_shape=[None]),
-            tf.TensorArray(tf.float32, size=0, dynamic_size=True, element_shape=[None]),
-            weight_steps([None, None], attention_weights),
-        ),
+    loop_vars = (
+        tf.constant(0),
+        tf.fill([rows], START),
+        every_row,
+        initial_state,
+        memory,
+        tf.zeros([rows], tf.bool),
+        tf.zeros([rows], tf.int32),
+        tf.zeros([rows], tf.float32),
+        tf.TensorArray(tf.int32, size=0, dynamic_size=True, element_shape=[None]),
+        tf.TensorArray(tf.float32, size=0, dynamic_size=True, element_shape=[None]),
+        weight_steps([None, None], attention_weights),
+    )
+    *_, lengths, log_probs, tokens, token_log_probs, weights = tf.while_loop(
+        not_done, step, loop_vars, shape_invariants=_shape_invariants(loop_vars, 2, 5),
         maximum_iterations=tf.reduce_max(max_lengths),
     )
     token_ids = tf.transpose(tokens.stack())  # (rows, T)
@@ -223,12 +232,32 @@ def _token_by_token(model, source_ids, search, prefix_ids, choose, copies, atten
     )
 
 
-def _prefix_rows(prefix_ids, source_ids, copies):
-    """int32 `(batch * copies, P)`: each sentence's prefix for each of its rows; a batch
-    without prefixes has `P = 0`."""
+def _rows_of(indices, tensors):
+    """Rows `indices` (int32 `(n,)`) of every tensor of the nested `tensors`."""
+    return tf.nest.map_structure(lambda tensor: tf.gather(tensor, indices), tensors)
+
+
+def _shape_invariants(loop_vars, first, last):
+    """The loop's shape invariants: loop variables `first` to `last` (the rows decoded,
+    their state and memory) change shape from step to step; the others keep theirs."""
+    return tuple(
+        loose_shapes(value) if first <= index <= last
+        else tf.nest.map_structure(lambda _: None, value)
+        for index, value in enumerate(loop_vars)
+    )
+
+
+def _prefix_rows(prefix_ids, copies):
+    """int32 `(batch * copies, P)`: each sentence's prefix for each of its rows; None
+    without prefixes."""
     if prefix_ids is None:
-        return tf.zeros([tf.shape(source_ids)[0] * copies, 0], tf.int32)
+        return None
     return tf.repeat(tf.convert_to_tensor(prefix_ids, tf.int32), copies, axis=0)
+
+
+def _forced(prefix_ids, t):
+    """Each row's forced token at step `t` (`forced_tokens`); None without prefixes."""
+    return None if prefix_ids is None else forced_tokens(prefix_ids, t)
 
 
 def beam_search(model, source_ids, search, *, prefix_ids=None, attention_weights=True,
@@ -273,24 +302,15 @@ def beam_search(model, source_ids, search, *, prefix_ids=None, attention_weights
     max_lengths = max_target_lengths(
         source_ids, search.max_length_ratio, search.max_length_offset
     )
-    prefix_ids = _prefix_rows(prefix_ids, source_ids, beam_size)
+    prefix_ids = _prefix_rows(prefix_ids, beam_size)
     memory, initial_state = model.encode(source_ids, training=False)
-    initial_state = make_room(model, initial_state, tf.reduce_max(max_lengths))
-
-    # Each sentence's memory and state repeated beam_size times: row b * beam_size + k
-    # is beam k of sentence b.
-    def tile(tensor):
-        return tf.repeat(tensor, beam_size, axis=0)
-
-    memory = tf.nest.map_structure(tile, memory)
-    initial_state = tf.nest.map_structure(tile, initial_state)
-    row_offsets = tf.range(batch_size)[:, None] * beam_size  # (batch, 1)
-
-    # Beams 1.. start finished with log P = -inf, so the first step expands beam 0
-    # alone; a slot that no candidate can fill stays empty with score -inf.
+    # Row b * beam_size + k is beam k of sentence b. Beams 1.. start finished with
+    # log P = -inf, so the first step expands beam 0 alone, from the sentence's state;
+    # a slot that no candidate can fill stays empty with score -inf.
     first_beam = tf.range(beam_size) == 0
     initial_log_probs = tf.tile(tf.where(first_beam, 0.0, -math.inf)[None], [batch_size, 1])
     initial_finished = tf.tile(~first_beam[None], [batch_size, 1])
+    row_offsets = tf.range(batch_size)[:, None] * beam_size  # (batch, 1)
 
     # The best score any continuation of a hypothesis can reach, per sentence.
     lp_at_max_length = length_penalty(max_lengths, alpha)[:, None]  # (batch, 1)
@@ -303,13 +323,13 @@ def beam_search(model, source_ids, search, *, prefix_ids=None, attention_weights
         unbeatable = finished & (scores >= best_bound)
         return tf.reduce_sum(tf.cast(unbeatable, tf.int32), axis=1, keepdims=True) >= n_best
 
-    def step(t, token_ids, state, finished, lengths, log_probs, tokens, parents,
-             token_log_probs, weights):
+    def step(t, token_ids, decoding, state, memory, finished, lengths, log_probs, tokens,
+             parents, token_log_probs, weights):
         # The beam_size best continuations of a sentence are among the beam_size best
         # tokens of each of its hypotheses (log P and lp are the same along a row).
-        top_log_probs, top_ids, new_state, step_weights = decode_unfinished(
-            model, token_ids, state, memory, tf.reshape(finished, [-1]), beam_size,
-            forced=forced_tokens(prefix_ids, t),
+        top_log_probs, top_ids, new_state, step_weights = decode_rows(
+            model, token_ids, state, memory, decoding, beam_size,
+            forced=_forced(prefix_ids, t),
         )
         k = tf.shape(top_ids)[-1]  # beam_size, or V if smaller
         top_log_probs = tf.reshape(top_log_probs, [batch_size, beam_size, k])
@@ -349,12 +369,21 @@ def beam_search(model, source_ids, search, *, prefix_ids=None, attention_weights
             # Zero where the parent had finished (its row was not decoded).
             step_weights = tf.gather(step_weights, beam_parents, batch_dims=1)
             weights = weights.write(t, step_weights)
-        rows = tf.reshape(beam_parents + row_offsets, [-1])  # (batch * beam,)
-        new_state = tf.nest.map_structure(lambda s: tf.gather(s, rows), new_state)
+        # The unfinished hypotheses go on from their parents' new state, which an
+        # unfinished parent has (the child of a finished one is finished).
+        continuing = tf.reshape(tf.where(~tf.reshape(finished, [-1])), [-1])
+        continuing = tf.cast(continuing, tf.int32)  # rows, in order
+        parent_rows = tf.gather(tf.reshape(beam_parents + row_offsets, [-1]), continuing)
+        decoded_at = tf.scatter_nd(  # each decoded row's index in `decoding`
+            decoding[:, None], tf.range(tf.size(decoding)), [batch_size * beam_size]
+        )
+        state, memory = _rows_of(tf.gather(decoded_at, parent_rows), (new_state, memory))
         return (
             t + 1,
             tf.reshape(token_ids, [-1]),
-            new_state,
+            continuing,
+            state,
+            memory,
             finished,
             lengths,
             log_probs,
@@ -364,8 +393,8 @@ def beam_search(model, source_ids, search, *, prefix_ids=None, attention_weights
             weights,
         )
 
-    def not_done(t, token_ids, state, finished, *unused):
-        return ~tf.reduce_all(finished)
+    def not_done(t, token_ids, decoding, *unused):
+        return tf.size(decoding) > 0
 
     def step_array(dtype, element_shape):
         return tf.TensorArray(dtype, size=0, dynamic_size=True, element_shape=element_shape)
@@ -373,7 +402,9 @@ def beam_search(model, source_ids, search, *, prefix_ids=None, attention_weights
     loop_vars = (
         tf.constant(0),
         tf.fill([batch_size * beam_size], START),
+        tf.reshape(row_offsets, [-1]),  # beam 0 of each sentence
         initial_state,
+        memory,
         initial_finished,
         tf.zeros([batch_size, beam_size], tf.int32),
         initial_log_probs,
@@ -382,8 +413,9 @@ def beam_search(model, source_ids, search, *, prefix_ids=None, attention_weights
         step_array(tf.float32, [None, beam_size]),
         weight_steps([None, beam_size, None], attention_weights),
     )
-    _, _, _, _, lengths, log_probs, tokens, parents, token_log_probs, weights = tf.while_loop(
-        not_done, step, loop_vars, maximum_iterations=tf.reduce_max(max_lengths)
+    *_, lengths, log_probs, tokens, parents, token_log_probs, weights = tf.while_loop(
+        not_done, step, loop_vars, shape_invariants=_shape_invariants(loop_vars, 2, 4),
+        maximum_iterations=tf.reduce_max(max_lengths),
     )
 
     scores = log_probs / length_penalty(lengths, alpha)
@@ -466,7 +498,9 @@ def compile_search(model, search, *, sampling=None, prefixes=False, attention_we
 
     The searches loop with `tf.while_loop` and branch on Python values only, so they
     are traced without AutoGraph: converting the model's code took four fifths of the
-    trace (4.9 s of CPU of a one-sentence `attncli translate`, 0.85 s without).
+    trace (4.9 s of CPU of a one-sentence `attncli translate`, 0.85 s without). A
+    search is never differentiated, so its recurrences are traced without their
+    gradient (`attncli.model.recurrence.forward_only`).
     """
     if sampling is not None and search.beam_size != 1:
         raise ValueError(
@@ -482,6 +516,10 @@ def compile_search(model, search, *, sampling=None, prefixes=False, attention_we
         signature += [tf.TensorSpec([], tf.float32), tf.TensorSpec([], tf.float64)]
 
     def run(source_ids, *inputs):
+        with forward_only():
+            return search_graph(source_ids, *inputs)
+
+    def search_graph(source_ids, *inputs):
         prefix_ids = inputs[0] if prefixes else None
         options = dict(prefix_ids=prefix_ids, attention_weights=attention_weights)
         temperature = None

@@ -24,7 +24,6 @@ import math
 import tensorflow as tf
 
 from attncli.errors import AttncliError
-from attncli.search.growing_state import make_room
 from attncli.search.search_steps import next_token_log_probs
 
 
@@ -33,7 +32,7 @@ class Ensemble:
 
     Args:
         models: a sequence of at least one encoder-decoder with `encode` and
-            `decode_step` (and `make_room` when their state grows).
+            `decode_step`.
     """
 
     def __init__(self, models):
@@ -50,10 +49,6 @@ class Ensemble:
             memories[name] = memory
             states.append(state)
         return memories, tuple(states)
-
-    def make_room(self, state, steps):
-        """Room for `steps` steps in each member's state that grows (see `growing_state`)."""
-        return tuple(make_room(model, part, steps) for model, part in zip(self.models, state))
 
     def decode_step(self, token_ids, state, memory, training=False):
         """One step of every member; the logits returned are `log p` of the mean.
