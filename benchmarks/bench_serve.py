@@ -94,7 +94,7 @@ def offline_rate(run, path, beam):
     """Sentences per second of `attncli translate --input` after start-up (this process)."""
     from attncli.cli.runs import model_directory
     from attncli.cli.runs import search_config, translate_lines
-    from attncli.cli.translate_command import BUFFERED_BATCHES
+    from attncli.cli.translate_streams import BUFFERED_BATCHES
     from attncli.search.ensemble import load_ensemble
 
     loaded = load_ensemble([model_directory(run)])

@@ -241,7 +241,7 @@ def test_keys_alone_are_also_the_values():
 
 
 def test_valid_length_masks_the_keys_after_it():
-    from attncli.cli import render
+    from attncli.cli import demo_render
     from attncli.cli.demo_inputs import resolve_inputs
     from attncli.cli.score_demo import walk_score
 
@@ -257,7 +257,7 @@ def test_valid_length_masks_the_keys_after_it():
     assert "rounds softmax" not in result.stdout
 
     walk = walk_score("dot", resolve_inputs(valid_length=2))
-    step = render.sections(walk, 4)[-1]
+    step = demo_render.sections(walk, 4)[-1]
     assert step.dimmed == {2, 3}
     assert [row[3] for row in step.rows[2:4]] == ["0", "0"]
 

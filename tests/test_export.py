@@ -19,7 +19,7 @@ from cli_errors import one_line_error
 from process_watch import communicate
 from spa_eng_parts import REPO, SENTENCES, spa_eng_pairs
 
-from attncli.cli import export_command
+from attncli.cli import export_check, export_command
 from attncli.cli.app import app
 from attncli.config.model import ModelConfig
 from attncli.data.tokenization import TUTORIAL_NORMALIZATION, Tokenizer
@@ -56,7 +56,7 @@ KIND_NAMES = [TRAINED, *KINDS, ENSEMBLE]
 # directory, and an import hook that refuses `attncli` and `layers` even where they are
 # installed. It runs each program it is sent (the code of a `python -I -c CODE ARGS`
 # command, with its arguments and stdin) and answers with its exit code, stdout and
-# stderr: the check of every export the fixture makes (export_command.CHECK, as
+# stderr: the check of every export the fixture makes (export_check.CHECK, as
 # `attncli export` sends it), then SERVE. One Python instead of five: each would spend
 # seconds importing TensorFlow and tensorflow-text (the check's own subprocess runs in
 # test_reliability_damage, where `attncli export` is a process of its own). A program
@@ -232,7 +232,7 @@ def exported(tmp_path_factory):
     exports, reports = {}, {}
     try:
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(export_command, "subprocess", SimpleNamespace(run=python.run))
+            patch.setattr(export_check, "subprocess", SimpleNamespace(run=python.run))
             for kind, model in models.items():
                 exports[kind] = work / "exports" / kind.split()[0]
                 python.keep = None if kind == TRAINED else kind

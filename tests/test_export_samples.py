@@ -4,7 +4,7 @@ import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
-from attncli.cli.export_command import sample_sentences, validation_sentences, vocabulary_sentences
+from attncli.cli.export_check import sample_sentences, validation_sentences, vocabulary_sentences
 from attncli.config.run import load_run_config
 from attncli.data.sources import read_splits
 

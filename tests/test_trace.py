@@ -204,7 +204,7 @@ def test_the_record_follows_a_changed_block(translated, monkeypatch):
 def test_score_demo_walks_the_same_record():
     """score-demo's queries are `AttentionStep`s too: a masked key's weight is 0, and
     the context is the sum of the weighted values."""
-    from attncli.cli.demo_inputs import SEQ2SEQ
+    from attncli.cli.demo_examples import SEQ2SEQ
     from attncli.cli.score_demo import walk_score, walk_self_attention
 
     inputs = dataclasses.replace(SEQ2SEQ.inputs, valid_length=3)

@@ -1,14 +1,21 @@
 """Command line: the Typer app and everything it prints.
 
-`app` declares the commands (`train`, `translate`, `inspect-weights`, `score-demo`,
-`align`, `export`, `serve`, `configs`) and imports nothing heavy, so `attncli --help`
-starts without TensorFlow; each `*_command` module holds one command's body
-(`train_failures` explains a training stopped by the machine, `align_inputs` reads
-`align`'s pairs and gold links, `line_stream` feeds `translate` line by line), `engines`
-the `--engine` choice of `translate` and `serve`, and `runs` what several commands read
-the same way. `render` draws attention steps (`attncli.model.trace.AttentionStep`, for
-`inspect-weights --step` and `score-demo`) as tables, Markdown or JSON, `progress` and
-`heatmap` progress lines and PNG pictures (`fonts` for the scripts matplotlib's default
-font lacks), and `tables` cuts a table wider than the terminal into blocks of columns;
-`score_demo` and `demo_inputs` run the articles' worked examples step by step.
+`app` registers the commands (`score-demo`, `train`, `configs`, `translate`, `align`,
+`serve`, `export`, `inspect-weights`); each `*_command` module declares one command, its
+options and help, beside its body (serve's options are still in `app`). `group` reports
+every mistake as one line and makes `--help` show what a user types; `options` holds what
+several commands share (RUN, `--compute-type`, the quiet TensorFlow import). The modules
+imported by `--help` import no TensorFlow: commands import it inside their body.
+
+Beside the commands: `translate_streams` reads `translate`'s lines and writes its results,
+`translate_tensorflow` and `translate_ctranslate2` translate them with the engine `engines`
+checks (for `serve` too); `line_stream` feeds lines as they arrive; `export_check` checks an
+export in a fresh Python; `inspect_views` chooses what `inspect-weights` shows; `align_inputs`
+reads `align`'s pairs and gold links; `train_failures` explains a training stopped by the
+machine; `runs` is what several commands read the same way. `step_table` is the one table of
+an attention step (`inspect-weights --step` and `score-demo`); `demo_examples`,
+`demo_inputs`, `score_demo` and `demo_render` are score-demo's examples, checked inputs, walk
+and output; `progress` and `heatmap` draw progress lines and pictures (`fonts` for the
+scripts matplotlib's default font lacks), and `tables` cuts a table wider than the terminal
+into blocks of columns.
 """

@@ -30,113 +30,113 @@ from typing import Annotated, NamedTuple
 
 import typer
 
+from attncli.alignment.extraction import (
+    ATTENTIONS, EXTRACTIONS, AttentionChoice, ChoiceError, Extraction, FoldingError,
+    forced_links, threshold_methods,
+)
 from attncli.alignment.links import Scores, format_pharaoh, score_sentence
 from attncli.alignment.symmetrization import (
     JOINED_WEIGHTS, METHODS, SYMMETRIZATIONS, symmetrize,
 )
+from attncli.cli.align_inputs import GoldLinks, PairSource
+from attncli.cli.options import import_tensorflow, stderr_console
+from attncli.cli.runs import model_directory
 from attncli.errors import AttncliError, clipped, shown
+from attncli.search.loading import load_model
 
 FORMATS = ("text", "json")
 DEFAULT_SYMMETRIZATION = "grow-diag-final-and"
 INTERRUPTED = 130
 
 
-def align_command(load_tensorflow):
-    """The Typer function of `attncli align`; `load_tensorflow(ctx)` runs before the
-    model is loaded (the app's quiet import)."""
+def command(
+    ctx: typer.Context,
+    run: Annotated[
+        Path, typer.Argument(metavar="RUN", help="A run directory (or a model directory) "
+                             "trained source -> target.")
+    ],
+    input_file: Annotated[
+        Path | None,
+        typer.Option("--input", metavar="FILE",
+                     help="Pairs, one per line: source, a tab, its translation."),
+    ] = None,
+    source_file: Annotated[
+        Path | None,
+        typer.Option("--source", metavar="FILE", help="Sources, one per line (with "
+                     "--target)."),
+    ] = None,
+    target_file: Annotated[
+        Path | None,
+        typer.Option("--target", metavar="FILE", help="Their translations, line-aligned "
+                     "with --source."),
+    ] = None,
+    attention: Annotated[
+        str | None,
+        typer.Option(metavar="NAME", help="cross: the decoder's attention over the "
+                     "source; alignment: the alignment layer (model.alignment_layer).",
+                     show_default="alignment where the model has it, else cross"),
+    ] = None,
+    layer: Annotated[
+        int | None, typer.Option(help="The cross-attention block (1-based).",
+                                 show_default="the last")
+    ] = None,
+    head: Annotated[
+        int | None, typer.Option(help="One head (1-based).",
+                                 show_default="the mean of all")
+    ] = None,
+    extraction: Annotated[
+        str | None,
+        typer.Option(metavar="METHOD", help="argmax: each target word's best source "
+                     "word; mutual-argmax: those links whose target word is also the "
+                     "source word's best (SimAlign); threshold: every source word "
+                     "weighing at least --threshold.",
+                     show_default="argmax, threshold with --threshold"),
+    ] = None,
+    threshold: Annotated[
+        float | None,
+        typer.Option(help="The least word weight of a link, in (0, 1].")
+    ] = None,
+    shift: Annotated[
+        bool,
+        typer.Option("--shift", help="Read target word j's links at the step whose "
+                     "input is j (shift-att, Chen et al. 2020)."),
+    ] = False,
+    reverse: Annotated[
+        Path | None,
+        typer.Option(metavar="RUN2", help="A run trained target -> source: its links, "
+                     "flipped, are joined with RUN's (--symmetrize)."),
+    ] = None,
+    symmetrize: Annotated[
+        str | None,
+        typer.Option(metavar="METHOD", help=f"With --reverse: {', '.join(SYMMETRIZATIONS)} "
+                     "(of the links, Koehn et al. 2003), or mean (of the word weights, "
+                     "then --extraction).", show_default=DEFAULT_SYMMETRIZATION),
+    ] = None,
+    gold: Annotated[
+        Path | None,
+        typer.Option(metavar="FILE", help="Gold links (talp: 1-based i-j sure, ipj "
+                     "possible), line-aligned: print AER, precision and recall instead."),
+    ] = None,
+    output_format: Annotated[
+        str, typer.Option("--format", metavar="FORMAT",
+                          help="text (Pharaoh links) or json (words, links, scores).")
+    ] = "text",
+    batch_size: Annotated[int, typer.Option(help="Pairs run through the model at once.")] = 32,
+):
+    """Word alignments of given translations, read off the model's attention.
 
-    def align(
-        ctx: typer.Context,
-        run: Annotated[
-            Path, typer.Argument(metavar="RUN", help="A run directory (or a model directory) "
-                                 "trained source -> target.")
-        ],
-        input_file: Annotated[
-            Path | None,
-            typer.Option("--input", metavar="FILE",
-                         help="Pairs, one per line: source, a tab, its translation."),
-        ] = None,
-        source_file: Annotated[
-            Path | None,
-            typer.Option("--source", metavar="FILE", help="Sources, one per line (with "
-                         "--target)."),
-        ] = None,
-        target_file: Annotated[
-            Path | None,
-            typer.Option("--target", metavar="FILE", help="Their translations, line-aligned "
-                         "with --source."),
-        ] = None,
-        attention: Annotated[
-            str | None,
-            typer.Option(metavar="NAME", help="cross: the decoder's attention over the "
-                         "source; alignment: the alignment layer (model.alignment_layer).",
-                         show_default="alignment where the model has it, else cross"),
-        ] = None,
-        layer: Annotated[
-            int | None, typer.Option(help="The cross-attention block (1-based).",
-                                     show_default="the last")
-        ] = None,
-        head: Annotated[
-            int | None, typer.Option(help="One head (1-based).",
-                                     show_default="the mean of all")
-        ] = None,
-        extraction: Annotated[
-            str | None,
-            typer.Option(metavar="METHOD", help="argmax: each target word's best source "
-                         "word; mutual-argmax: those links whose target word is also the "
-                         "source word's best (SimAlign); threshold: every source word "
-                         "weighing at least --threshold.",
-                         show_default="argmax, threshold with --threshold"),
-        ] = None,
-        threshold: Annotated[
-            float | None,
-            typer.Option(help="The least word weight of a link, in (0, 1].")
-        ] = None,
-        shift: Annotated[
-            bool,
-            typer.Option("--shift", help="Read target word j's links at the step whose "
-                         "input is j (shift-att, Chen et al. 2020)."),
-        ] = False,
-        reverse: Annotated[
-            Path | None,
-            typer.Option(metavar="RUN2", help="A run trained target -> source: its links, "
-                         "flipped, are joined with RUN's (--symmetrize)."),
-        ] = None,
-        symmetrize: Annotated[
-            str | None,
-            typer.Option(metavar="METHOD", help=f"With --reverse: {', '.join(SYMMETRIZATIONS)} "
-                         "(of the links, Koehn et al. 2003), or mean (of the word weights, "
-                         "then --extraction).", show_default=DEFAULT_SYMMETRIZATION),
-        ] = None,
-        gold: Annotated[
-            Path | None,
-            typer.Option(metavar="FILE", help="Gold links (talp: 1-based i-j sure, ipj "
-                         "possible), line-aligned: print AER, precision and recall instead."),
-        ] = None,
-        output_format: Annotated[
-            str, typer.Option("--format", metavar="FORMAT",
-                              help="text (Pharaoh links) or json (words, links, scores).")
-        ] = "text",
-        batch_size: Annotated[int, typer.Option(help="Pairs run through the model at once.")] = 32,
-    ):
-        """Word alignments of given translations, read off the model's attention.
-
-        One line of links i-j per pair (source word i, target word j, counted from 0
-        over the space-separated words); with --gold, AER against gold links.
-        """
-        settings = check_settings(
-            input_file=input_file, source_file=source_file, target_file=target_file,
-            attention=attention, layer=layer, head=head, extraction=extraction,
-            threshold=threshold, shift=shift, reverse=reverse, symmetrize=symmetrize,
-            gold=gold, output_format=output_format,
-            batch_size=batch_size,
-        )
-        from rich.console import Console
-
-        raise typer.Exit(code=run_align(run, settings, Console(stderr=True),
-                                        lambda: load_tensorflow(ctx)))
-
-    return align
+    One line of links i-j per pair (source word i, target word j, counted from 0
+    over the space-separated words); with --gold, AER against gold links.
+    """
+    settings = check_settings(
+        input_file=input_file, source_file=source_file, target_file=target_file,
+        attention=attention, layer=layer, head=head, extraction=extraction,
+        threshold=threshold, shift=shift, reverse=reverse, symmetrize=symmetrize,
+        gold=gold, output_format=output_format,
+        batch_size=batch_size,
+    )
+    raise typer.Exit(code=run_align(run, settings, stderr_console(),
+                                    lambda: import_tensorflow(ctx)))
 
 
 class Settings(NamedTuple):
@@ -158,9 +158,6 @@ def check_settings(*, input_file, source_file, target_file, layer, head, extract
                    threshold, shift, reverse, symmetrize, gold, output_format, batch_size,
                    attention=None):
     """The `Settings` of the options; each bad value or combination is one line."""
-    from attncli.alignment.extraction import (ATTENTIONS, EXTRACTIONS, AttentionChoice,
-                                              Extraction, threshold_methods)
-
     if output_format not in FORMATS:
         raise AttncliError(f"--format {shown(output_format)} is not a format; choose "
                            f"one of {', '.join(FORMATS)}")
@@ -211,9 +208,6 @@ class Aligner:
     are, `reverse` reads each target as a source and flips its links)."""
 
     def __init__(self, run_path, settings, direction):
-        from attncli.cli.runs import model_directory
-        from attncli.search.loading import load_model
-
         loaded = load_model(model_directory(run_path))
         self.translator = loaded.translator(attention_weights=False)
         self.levels = loaded.source_tokenizer.level, loaded.target_tokenizer.level
@@ -227,8 +221,7 @@ class Aligner:
         word weights they were read from, `(target words, source words)` of this
         model's reading (None, with no links, for an empty side or words that do not
         fold)."""
-        from attncli.alignment.extraction import ChoiceError, FoldingError, forced_links
-        from attncli.search.forced import force
+        from attncli.search.forced import force  # imports TensorFlow
 
         sources = [pair.source for pair in pairs]
         targets = [pair.target for pair in pairs]
@@ -259,9 +252,6 @@ class Aligner:
 
 def run_align(run, settings, console, load_tensorflow):
     """Run `attncli align` with checked `settings`; returns the exit code."""
-    from attncli.cli.align_inputs import GoldLinks, PairSource
-    from attncli.cli.runs import model_directory
-
     model_directory(run)
     if settings.reverse is not None:
         model_directory(settings.reverse)

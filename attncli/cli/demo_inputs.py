@@ -1,18 +1,19 @@
-"""What `attncli score-demo` computes on: the worked examples, and the user's own numbers.
+"""What `attncli score-demo` is asked for: its options and the user's own numbers, checked.
 
 Everything here is checked before TensorFlow is imported, so a mistake in the input is
 reported at once, as an `AttncliError` that names the option or file key at fault.
 """
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import yaml
 
-from attncli.cli.render import check_decimals
-from attncli.config.schema import safe_load
+from attncli.cli.demo_examples import ILLUSTRATED_SELF_ATTENTION, SEQ2SEQ, DemoInputs
+from attncli.cli.step_table import check_decimals
+from attncli.config.yaml_files import safe_load
 from attncli.errors import AttncliError, clipped, shown
 from attncli.scores import ALIGNMENTS, DEMO_SCORES, SCORES
 
@@ -28,22 +29,6 @@ MAX_SEED = 2**32 - 1
 
 
 @dataclass(frozen=True)
-class DemoInputs:
-    """Queries `(Tq, d_q)`, keys `(Tv, d_k)`, values `(Tv, d_v)`, as float32 arrays.
-
-    `valid_length` masks the keys from that position on (None: all keys are valid).
-    `parameters` maps a layer weight's name (`W_a`, `v_a`, `W_q`, ...) to the value the
-    layer must use instead of its seeded initialisation.
-    """
-
-    query: np.ndarray
-    keys: np.ndarray
-    values: np.ndarray
-    valid_length: int | None = None
-    parameters: dict = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
 class DemoRequest:
     """What `score-demo` was asked for, checked: an example and score, the inputs of a
     score walk (None for the self-attention example), and how to show the result."""
@@ -56,69 +41,6 @@ class DemoRequest:
     window: int | None = None
     decimals: int = 4
     output_format: str = "table"
-
-
-@dataclass(frozen=True)
-class ArticleFigures:
-    """What the article a worked example comes from printed for the first query, to
-    compare with exact values; `source` names the article."""
-
-    weights: tuple
-    context: tuple
-    source: str
-
-
-# The articles the worked examples come from (Towards Data Science, 2019).
-ILLUSTRATED_ATTENTION = 'Raimi Karim\'s "Attn: Illustrated Attention" (2019)'
-ILLUSTRATED_SELF_ATTENTION = 'Raimi Karim\'s "Illustrated: Self-Attention" (2019)'
-
-
-@dataclass(frozen=True)
-class Seq2SeqExample:
-    """The dot-product example of "Attn: Illustrated Attention" (Raimi Karim, 2019): one
-    decoder state, four encoder states."""
-
-    inputs: DemoInputs
-    article: ArticleFigures
-
-
-@dataclass(frozen=True)
-class SelfAttentionExample:
-    """The eight-step example of "Illustrated: Self-Attention" (Raimi Karim, 2019).
-
-    `inputs` `(T, d)`; `parameters` holds `W_q`, `W_k`, `W_v`, each `(d, 3)`, applied as
-    `inputs @ W`.
-    """
-
-    inputs: np.ndarray
-    parameters: dict
-    article: ArticleFigures
-
-
-def _float32(rows):
-    return np.array(rows, dtype="float32")
-
-
-SEQ2SEQ = Seq2SeqExample(
-    inputs=DemoInputs(
-        query=_float32([[10, 5, 10]]),
-        keys=_float32([[0, 1, 1], [5, 0, 1], [1, 1, 0], [0, 5, 1]]),
-        values=_float32([[0, 1, 1], [5, 0, 1], [1, 1, 0], [0, 5, 1]]),
-    ),
-    article=ArticleFigures(weights=(0, 1, 0, 0), context=(5, 0, 1),
-                           source=ILLUSTRATED_ATTENTION),
-)
-
-SELF_ATTENTION = SelfAttentionExample(
-    inputs=_float32([[1, 0, 1, 0], [0, 2, 0, 2], [1, 1, 1, 1]]),
-    parameters={
-        "W_q": _float32([[1, 0, 1], [1, 0, 0], [0, 0, 1], [0, 1, 1]]),
-        "W_k": _float32([[0, 0, 1], [1, 1, 0], [0, 1, 0], [1, 1, 0]]),
-        "W_v": _float32([[0, 2, 0], [0, 3, 0], [1, 0, 3], [1, 1, 0]]),
-    },
-    article=ArticleFigures(weights=(0.0, 0.5, 0.5), context=(2.0, 7.0, 1.5),
-                           source=ILLUSTRATED_SELF_ATTENTION),
-)
 
 
 def check_choice(option, value, choices):

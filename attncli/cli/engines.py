@@ -11,6 +11,7 @@ from pathlib import Path
 
 from attncli.cli.runs import model_directory
 from attncli.errors import AttncliError, shown
+from attncli.export.ctranslate2_engine import check_compute_type, is_export, read_settings
 
 ENGINES = ("tensorflow", "ctranslate2")
 
@@ -26,8 +27,6 @@ def check_engine(engine, compute_type):
     if engine != "ctranslate2":
         raise AttncliError("--compute-type is for --engine ctranslate2: add it, or drop "
                            "--compute-type")
-    from attncli.export.ctranslate2_engine import check_compute_type
-
     check_compute_type(compute_type)
 
 
@@ -42,8 +41,6 @@ def refuse_tensorflow_options(given):
 
 def exported(path, command):
     """`path`, refused unless it is a CTranslate2 export (`--engine ctranslate2`)."""
-    from attncli.export.ctranslate2_engine import is_export
-
     if not is_export(path):
         raise AttncliError(f"{path} is no CTranslate2 export: write one with `attncli "
                            f"export {path} DIR --format ctranslate2`, then {command} DIR "
@@ -53,8 +50,6 @@ def exported(path, command):
 
 def not_exported(path, command):
     """`path`, refused if it is a CTranslate2 export (the TensorFlow engine reads runs)."""
-    from attncli.export.ctranslate2_engine import is_export
-
     if is_export(path):
         raise AttncliError(f"{path} is a CTranslate2 export: {command} it with --engine "
                            "ctranslate2")
@@ -64,7 +59,7 @@ def not_exported(path, command):
 def require_ctranslate2():
     """Refuse `--engine ctranslate2` when the ctranslate2 package is not installed."""
     try:
-        import ctranslate2  # noqa: F401
+        import ctranslate2  # noqa: F401  (an optional package: only to tell if it is there)
     except ImportError:
         raise AttncliError("--engine ctranslate2 needs the ctranslate2 package: pip install "
                            "'attncli[ctranslate2]'") from None
@@ -76,8 +71,6 @@ def model_path(path, engine, command):
     (`tensorflow`, `attncli.cli.runs.model_directory`); the other kind is refused in one
     line."""
     if engine == "ctranslate2":
-        from attncli.export.ctranslate2_engine import read_settings
-
         read_settings(exported(path, command))
         return Path(path)
     return model_directory(not_exported(path, command))

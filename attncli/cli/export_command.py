@@ -15,15 +15,10 @@ does. DIR must be new or empty: the export is written into a temporary directory
 it and takes its name with one rename once it has passed its check, so DIR never holds
 half an export and nothing of the user's is ever replaced.
 
-The check: a fresh Python (`python -I`: neither the current directory nor PYTHONPATH
-on its path) imports TensorFlow and tensorflow-text only, loads the export, asserts
-that attncli was not imported, and translates the sample sentences with both
-signatures (those with prefixes given the first word of each greedy translation as its
-prefix, `sample` seed 0); the translations must equal what `attncli translate`
-prints for them here.
-The sample sentences are `--sample`'s, else the first two of the run's validation split
-(real text, so a subword tokenizer is checked on `##` pieces), else the most frequent
-words of the source vocabulary. What it found goes to stderr; stdout stays empty.
+The check (`export_check`): a fresh Python (`python -I`) that imports TensorFlow and
+tensorflow-text only, not attncli, loads the export and translates sample sentences with
+every signature; the translations must equal what `attncli translate` prints for them
+here. What it found goes to stderr; stdout stays empty.
 
 `ctranslate2`: a CTranslate2 model directory, for Transformer models only
 (`attncli.export.ctranslate2_export` says what it holds and how it is checked: greedy and
@@ -32,131 +27,92 @@ TensorFlow, equal to `attncli translate`'s). It is written and renamed into plac
 SavedModel is.
 """
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import Annotated, Callable, NamedTuple
 
-from attncli.cli.runs import model_directory, search_config, translate_lines
+import typer
+
+from attncli.cli.export_check import (
+    CTRANSLATE2_SAMPLES, best_texts, check_prefixes, run_check, sample_sentences,
+    validation_sentences, vocabulary_sentences,
+)
+from attncli.cli.options import RUN_HELP, import_tensorflow, stderr_console
+from attncli.cli.runs import model_directory, run_name, search_config
 from attncli.config.search import Sampling
-from attncli.errors import AttncliError, clipped, shown
-from attncli.files import clear_abandoned, vacant
-
-SAMPLE_LENGTHS = (3, 6)  # words of the two default sample sentences
-CTRANSLATE2_SAMPLES = 20  # validation sentences the ctranslate2 export is checked on
-
-# Run by `python -I -c` in the check: TensorFlow and tensorflow-text only.
-CHECK = """
-import json, sys
-import tensorflow as tf
-import tensorflow_text  # noqa: F401  registers the tokenizers' ops
-exported = tf.saved_model.load(sys.argv[1])
-request = json.loads(sys.stdin.read())
-results = {}
-for name, inputs in request["signatures"].items():
-    arguments = {key: tf.constant(request[key], tf.int64 if key == "seeds" else tf.string)
-                 for key in ["texts", *inputs]}
-    outputs = exported.signatures[name](**arguments)
-    results[name] = [text.decode("utf-8") for text in outputs["translation"].numpy()]
-assert "attncli" not in sys.modules, "the export imported attncli"
-print(json.dumps(results))
-"""
+from attncli.errors import AttncliError, shown
+from attncli.export import ctranslate2_export as ctranslate2_files
+from attncli.export.convertible import ctranslate2_refusal
+from attncli.files import clear_abandoned, new_directory, vacant
+from attncli.model.saving import read_model_config
+from attncli.search.loading import load_model
 
 
-def sample_sentences(tokenizer, run_path=None):
-    """Two source sentences for the check: the first two of the run's validation split
-    when `run_path` is a run whose data can still be read, else made of the most
-    frequent words of the vocabulary (`vocabulary_sentences`)."""
-    sentences = validation_sentences(run_path) if run_path is not None else []
-    return sentences or vocabulary_sentences(tokenizer)
+def command(
+    ctx: typer.Context,
+    run: Annotated[
+        Path, typer.Argument(metavar="RUN", help=RUN_HELP)
+    ],
+    directory: Annotated[
+        Path, typer.Argument(metavar="DIR",
+                             help="Where the export goes: a new or empty directory.")
+    ],
+    format_name: Annotated[
+        str, typer.Option("--format", metavar="savedmodel|ctranslate2",
+                          help="savedmodel: a TensorFlow SavedModel; ctranslate2: a "
+                          "CTranslate2 model directory (Transformer models) with the run's "
+                          "tokenizer files, for translate --engine ctranslate2.")
+    ] = "savedmodel",
+    beam: Annotated[
+        int | None,
+        typer.Option(help="Beam size of the beam signature; 1 is greedy.",
+                     show_default="the run's"),
+    ] = None,
+    alpha: Annotated[
+        float | None,
+        typer.Option(help="Length penalty exponent of both signatures.",
+                     show_default="the run's"),
+    ] = None,
+    n_best: Annotated[
+        int | None,
+        typer.Option(help="Translations per sentence of the beam signature.",
+                     show_default="the run's"),
+    ] = None,
+    samples: Annotated[
+        list[str] | None,
+        typer.Option("--sample", metavar="TEXT", help="A sentence for the check (repeatable).",
+                     show_default="the run's first two validation sentences"),
+    ] = None,
+    ensemble: Annotated[
+        list[Path] | None,
+        typer.Option("--ensemble", metavar="RUN",
+                     help="Another run (or model directory) trained on the "
+                     "same data, exported together with RUN as one ensemble (as translate "
+                     "--ensemble decodes it). Repeat for more."),
+    ] = None,
+    sampling: Annotated[
+        str | None, typer.Option(metavar="random|topk:K|topp:P",
+                                 help="How the sample signature draws (as translate "
+                                 "--sampling).", show_default="random")
+    ] = None,
+    temperature: Annotated[
+        float | None, typer.Option(metavar="T", help="The sample signature's temperature.",
+                                   show_default="1.0")
+    ] = None,
+):
+    """Export a trained model: a TensorFlow SavedModel (strings in, translations out), or
+    a CTranslate2 model directory (--format ctranslate2).
 
-
-def validation_sentences(run_path, count=2):
-    """The first `count` sources of the validation split of the run at `run_path`, or
-    [] when it is no run directory or its data cannot be read."""
-    from attncli.config.run import load_run_config
-    from attncli.data.sources import read_splits
-
-    config_path = Path(run_path) / "config.yaml"
-    if not config_path.is_file():
-        return []
-    try:
-        splits = read_splits(load_run_config(config_path).data)
-    except (AttncliError, OSError, ValueError):
-        return []
-    return [source for source in splits.valid.sources if source.strip()][:count]
-
-
-def vocabulary_sentences(tokenizer):
-    """Two source sentences of the most frequent words of the vocabulary: the first
-    `SAMPLE_LENGTHS[0]`, then the next `SAMPLE_LENGTHS[1]`.
-
-    A word is a token with a letter or digit that continues no other (`##`). A subword
-    vocabulary begins with its single characters (`a`, `b`, `0`), which are no test of
-    its tokenizer: its words are its pieces of two characters or more.
+    SavedModel: signatures greedy and beam (also with prefixes) and sample, tokenizers in
+    the graph. Either is checked in a fresh Python.
     """
-    from attncli.data.text_rules import SUFFIX_INDICATOR
-    from attncli.data.vocabulary import RESERVED_TOKENS
-
-    words = [token for token in tokenizer.vocabulary.tokens[len(RESERVED_TOKENS):]
-             if not token.startswith(SUFFIX_INDICATOR) and any(map(str.isalnum, token))
-             and (tokenizer.level != "subword" or len(token) > 1)]
-    separator = "" if tokenizer.level == "char" else " "
-    sentences, start = [], 0
-    for length in SAMPLE_LENGTHS:
-        sentences.append(separator.join(words[start : start + length]))
-        start += length
-    return [sentence for sentence in sentences if sentence] or ["."]
-
-
-def best_texts(translator, texts, prefixes=None):
-    """The best translation of each text as `attncli translate` prints it ("" for a
-    blank line, which it does not translate), each beginning with its prefix."""
-    return [result.hypotheses[0].text if result is not None else ""
-            for result in translate_lines(translator, texts, prefixes=prefixes)]
-
-
-def check_prefixes(translator, samples):
-    """A prefix per sample for the check: the first word of its greedy translation, or ""
-    where that is no prefix `attncli translate` would take."""
-    from attncli.search.translation import PrefixError
-
-    prefixes = []
-    for sample, text in zip(samples, best_texts(translator, samples)):
-        words = text.split()[:1]
-        try:
-            translator.check_prefixes([sample], words)
-        except PrefixError:
-            words = []
-        prefixes.append(words[0] if words else "")
-    return prefixes
-
-
-def run_check(directory, samples, prefixes):
-    """The `translation` of `samples` from every signature (with `prefixes`, and seed 0),
-    by a fresh Python that imports TensorFlow and tensorflow-text only:
-    {signature: [text, ...]}."""
-    from attncli.search.serving import INPUTS
-
-    request = {"texts": samples, "prefixes": prefixes, "seeds": [0] * len(samples),
-               "signatures": INPUTS}
-    environment = dict(os.environ)
-    environment.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # the child's start-up chatter
-    # The samples go by stdin: as an argument, long ones would pass the system's limit.
-    completed = subprocess.run(
-        [sys.executable, "-I", "-c", CHECK, str(Path(directory).resolve())],
-        input=json.dumps(request), cwd=directory, capture_output=True, text=True,
-        env=environment,
+    code = export(
+        format_name=format_name,
+        run_path=run, destination=directory, beam=beam, alpha=alpha, n_best=n_best,
+        samples=samples or [], console=stderr_console(),
+        load_tensorflow=lambda: import_tensorflow(ctx), ensemble=ensemble or [],
+        sampling=sampling, temperature=temperature,
     )
-    if completed.returncode != 0:
-        lines = completed.stderr.strip().splitlines() or [f"exit code {completed.returncode}"]
-        raise AttncliError(
-            f"the export failed its check in a fresh Python ({clipped(lines[-1], 200)}); "
-            "nothing was written"
-        )
-    return json.loads(completed.stdout)
+    raise typer.Exit(code=code)
 
 
 def claim_destination(destination, console):
@@ -218,8 +174,7 @@ def export_saved_model(*, run_path, destination, beam, alpha, n_best, samples, c
     claim_destination(destination, console)
     load_tensorflow()
 
-    from attncli.files import new_directory
-    from attncli.search import serving
+    from attncli.search import serving  # imports TensorFlow
     from attncli.search.ensemble import load_ensemble
 
     loaded = load_ensemble(members)
@@ -291,9 +246,6 @@ def report(console, destination, searches, drawing, ops, samples, prefixes, serv
 def export_ctranslate2(*, run_path, destination, beam, alpha, n_best, samples, console,
                        load_tensorflow):
     """Write and check a CTranslate2 model directory; returns the process exit code."""
-    from attncli.export.convertible import ctranslate2_refusal
-    from attncli.model.saving import read_model_config
-
     destination = Path(destination)
     directory = model_directory(run_path)
     refused = ctranslate2_refusal(read_model_config(directory)["model"])
@@ -304,14 +256,8 @@ def export_ctranslate2(*, run_path, destination, beam, alpha, n_best, samples, c
     except ImportError:
         raise AttncliError("--format ctranslate2 needs the ctranslate2 package: pip install "
                            "'attncli[ctranslate2]'") from None
-    from attncli.export import ctranslate2_export as ctranslate2_files
     claim_destination(destination, console)
     load_tensorflow()
-
-    from attncli.cli.runs import run_name
-    from attncli.files import new_directory
-    from attncli.search.loading import load_model
-
     loaded = load_model(directory)
     searches = {"greedy": search_config(loaded.search, 1, alpha, None),
                 "beam": search_config(loaded.search, beam, alpha, n_best)}

@@ -4,12 +4,22 @@ Both show source tokens as columns and output tokens as rows; a cell's shade is
 its attention weight, and each row's largest weight is marked. Given cells of links
 (`links`: the extracted word links, `sure` and `possible`: gold ones) are marked too,
 each kind its own way, with a legend.
+
+matplotlib is imported where a picture is drawn, not here: `attncli --help` imports this
+module (through the commands that draw), and matplotlib alone would slow it down.
 """
+
+import io
+import textwrap
+import warnings
 
 import numpy as np
 from rich.cells import cell_len
 from rich.table import Table
 from rich.text import Text
+
+from attncli.cli.fonts import font_families
+from attncli.files import write_atomically
 
 # From white (weight 0) to a deep blue (weight 1); readable on dark and light terminals.
 _LOW = np.array([255, 255, 255])
@@ -235,8 +245,6 @@ def _fit(figure, axes, caption, title, cells):
 def _wrapped(title, caption, renderer, width):
     """`title` with each line wrapped (at spaces, or anywhere in a long word) to at
     most `width` pixels in the caption's font."""
-    import textwrap
-
     lines = []
     for line in title.split("\n"):
         columns = len(line)
@@ -263,11 +271,6 @@ def heatmap_png(source_tokens, output_tokens, weights, title=None, row_label="ou
         font has (drawn as boxes), for the caller to report; empty when every label
         rendered.
     """
-    import io
-    import warnings
-
-    from attncli.cli.fonts import font_families
-
     texts = [*source_tokens, *output_tokens, title or "", row_label, column_label]
     families, missing = font_families(texts)
     with warnings.catch_warnings():
@@ -290,8 +293,6 @@ def save_heatmap_png(source_tokens, output_tokens, weights, path, title=None,
         The sorted characters no installed font has (drawn as boxes), for the caller to
         report; empty when every label rendered.
     """
-    from attncli.files import write_atomically
-
     png, missing = heatmap_png(source_tokens, output_tokens, weights, title, row_label,
                                column_label, cell_decimals, links, sure, possible)
     write_atomically(path, png)

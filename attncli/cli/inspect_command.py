@@ -52,57 +52,119 @@ blocks of columns, each repeating the row labels.
 import os
 import sys
 from pathlib import Path
+from typing import Annotated
 
-import numpy as np
+import typer
 from rich.console import Console
-from rich.table import Table
 
+from attncli.alignment.links import parse_talp
 from attncli.attentions import ATTENTIONS, LINKED, choices
 from attncli.cli.fonts import glyph_notice
 from attncli.cli.heatmap import heatmap_table, save_heatmap_png
-from attncli.cli.render import check_decimals, model_step_section, print_section
-from attncli.cli.runs import (
-    model_directory, run_name, search_config, translate_lines,
+from attncli.cli.inspect_views import (
+    chosen_step, inspection_search, parameter_table, read_sentences, sentence_views,
+    shown_matrix,
 )
+from attncli.cli.options import RUN_HELP, import_tensorflow
+from attncli.cli.runs import model_directory, run_name
+from attncli.cli.step_table import check_decimals, model_step_section, print_section
 from attncli.cli.tables import print_fitted
 from attncli.errors import AttncliError, clipped
+from attncli.search.loading import load_model
+from attncli.search.sentence_view import START_LABEL
+from attncli.serve.page import check_html_path, write_offline_page
 
 # Piped output is laid out this wide unless COLUMNS is set: the tables are the result.
 PIPED_WIDTH = 200
 
 
-def parameter_table(model, decimals=4):
-    """A table of every weight: layer path, shape and summary statistics.
-
-    The attention layer's matrices (W_a, W_q, W_k, v, ...) come first.
-    """
-    from layers import BaseAttention
-
-    attention = {
-        id(weight)
-        for layer in model._flatten_layers() if isinstance(layer, BaseAttention)
-        for weight in layer.weights
-    }
-    weights = sorted(model.weights, key=lambda weight: id(weight) not in attention)
-    table = Table(title="model weights (attention first)")
-    for name in ("weight", "shape", "mean", "std", "min", "max", "norm"):
-        table.add_column(name, justify="left" if name in ("weight", "shape") else "right")
-    for weight in weights:
-        values = np.asarray(weight.numpy(), dtype="float64")
-        table.add_row(
-            weight.path,
-            "×".join(str(size) for size in values.shape) or "scalar",
-            *(
-                f"{statistic:.{decimals}f}"
-                for statistic in (
-                    values.mean(), values.std(), values.min(), values.max(),
-                    np.linalg.norm(values.ravel()),
-                )
-            ),
-        )
-    total = sum(int(np.prod(weight.shape)) for weight in model.weights)
-    table.caption = f"{len(weights)} tensors, {total:,} parameters"
-    return table
+def command(
+    ctx: typer.Context,
+    run: Annotated[
+        Path, typer.Argument(metavar="RUN", help=RUN_HELP)
+    ],
+    text: Annotated[
+        str | None,
+        typer.Option(metavar="TEXT", help="Translate this and show its attention matrix."),
+    ] = None,
+    input_file: Annotated[
+        Path | None,
+        typer.Option("--input", metavar="FILE",
+                     help="File with one sentence per line: each one's matrix "
+                     "(and with --png-dir its picture)."),
+    ] = None,
+    beam: Annotated[
+        int | None, typer.Option(help="Beam size for --text and --input; 1 is greedy.",
+                                 show_default="the run's")
+    ] = None,
+    png: Annotated[
+        Path | None,
+        typer.Option(metavar="FILE", help="Also save the matrix as a labelled PNG picture."),
+    ] = None,
+    png_dir: Annotated[
+        Path | None,
+        typer.Option(metavar="DIR",
+                     help="Save one PNG per sentence into this folder, named by line "
+                     "number (1.png, 2.png, ...; 01.png, ... from 10 lines on)."),
+    ] = None,
+    html: Annotated[
+        Path | None,
+        typer.Option(metavar="FILE",
+                     help="Also write the sentence's attention as one self-contained HTML "
+                     "page (every attention, layer, head and step) that opens with no "
+                     "server."),
+    ] = None,
+    cell_weights: Annotated[
+        bool, typer.Option("--cell-weights", help="Print each weight in its cell of the "
+                           "PNG, with --decimals digits.")
+    ] = False,
+    step: Annotated[
+        int | None,
+        typer.Option(metavar="T", help="Walk through the attention of output token T (1-based), "
+                          "as score-demo does."),
+    ] = None,
+    params: Annotated[
+        bool, typer.Option("--params", help="List every weight tensor with its statistics.")
+    ] = False,
+    decimals: Annotated[int, typer.Option(help="Digits after the point.")] = 3,
+    attention: Annotated[
+        str | None,
+        typer.Option(metavar="NAME", help="Which attention: cross (the decoder's over the source), "
+                          "encoder or decoder (their self-attention), or alignment (the "
+                          "alignment layer of a model with one).",
+                     show_default="cross"),
+    ] = None,
+    layer: Annotated[
+        int | None, typer.Option(help="The block of that attention (1-based).",
+                                 show_default="the last")
+    ] = None,
+    head: Annotated[
+        int | None, typer.Option(help="One head (1-based).", show_default="the mean of all")
+    ] = None,
+    reference: Annotated[
+        str | None,
+        typer.Option(metavar="TEXT",
+                     help="Show the attention over this translation of --text instead of "
+                     "the model's own (forced decoding), and print its score."),
+    ] = None,
+    words: Annotated[
+        bool, typer.Option("--words", help="Fold the tokens into the space-separated words "
+                           "of the texts: a row word is the mean of its pieces' rows, a "
+                           "column word the sum of its pieces' columns.")
+    ] = False,
+    gold: Annotated[
+        str | None,
+        typer.Option(metavar="LINE",
+                     help="Gold links of --text and --reference (talp: 1-based i-j sure, "
+                     "ipj possible; i a source word), marked on the words view."),
+    ] = None,
+):
+    """Look inside a trained model: attention heatmaps, one step's scores, the weights."""
+    import_tensorflow(ctx)
+    inspect(run_path=run, text=text, beam=beam, png=png, step=step, params=params,
+            decimals=decimals, attention=attention, layer=layer, head=head,
+            input_file=input_file, png_dir=png_dir, cell_weights=cell_weights, html=html,
+            reference=reference, words=words, gold=gold)
 
 
 def _check_options(*, text, input_file, beam, png, png_dir, cell_weights, step, params,
@@ -121,8 +183,6 @@ def _check_options(*, text, input_file, beam, png, png_dir, cell_weights, step, 
             raise AttncliError("--beam searches for a translation, and with --reference "
                                "none is searched: drop --beam")
     if gold is not None:
-        from attncli.alignment.links import parse_talp
-
         if reference is None:
             raise AttncliError("--gold links the words of a given translation: add "
                                "--reference \"...\"")
@@ -181,75 +241,6 @@ def _check_options(*, text, input_file, beam, png, png_dir, cell_weights, step, 
     return gold
 
 
-def read_sentences(input_file):
-    """The lines of `--input FILE` (UTF-8, one sentence per line), checked to hold one."""
-    from attncli.cli.line_stream import read_lines
-
-    path = Path(input_file)
-    lines = read_lines(path, "--input")
-    if not any(line.strip() for line in lines):
-        raise AttncliError(f"--input {path} has no sentence: give one sentence per line")
-    return lines
-
-
-def inspection_search(loaded, beam):
-    """The run's own search (as `translate` uses it), with `beam` if given, one
-    hypothesis per sentence."""
-    return search_config(loaded.search, beam, None, 1)
-
-
-def sentence_views(loaded, translator, lines, reference=None):
-    """`{line number (1-based): SentenceView}` of the non-empty `lines`, each
-    translated by `translator` (one batch) and inspected (`inspect_sentence`); with
-    `reference`, the view of that translation of the one line (`inspect_reference`)."""
-    from attncli.search.inspection import inspect_reference, inspect_sentence
-
-    if reference is not None:
-        [line] = lines
-        return {1: inspect_reference(loaded, translator, line, reference)}
-    translations = translate_lines(translator, lines)
-    return {number: inspect_sentence(loaded, translator, translation)
-            for number, translation in enumerate(translations, start=1)
-            if translation is not None}
-
-
-def _option_error(error):
-    """A `SelectionError` ("layer 3 is out of range ...") in the words of the options."""
-    return AttncliError(f"--{error}")
-
-
-def shown_matrix(view, attention, layer, head, words=False, gold=None):
-    """The `Matrix` to show: the chosen attention, block and head of a model with
-    self-attention (by default the mean of the last block's cross-attention heads), or
-    a recurrent decoder's attention weights; in words with `words`, with the `gold`
-    links (checked against the words) if given."""
-    from attncli.search.inspection import SelectionError
-
-    if gold is not None:
-        view.check_gold(gold, "--gold")
-    try:
-        if attention or layer or head or view.model.self_attention_decoder:
-            matrix = view.matrix(attention or "cross", layer, head, words, gold)
-        else:
-            cross = view.attention("cross")
-            matrix = view.labelled(cross, cross.layers[0][0], "attention weights", words,
-                                   gold)
-    except SelectionError as error:
-        raise _option_error(error) from None
-    # Links join words: the token view stays the attention alone, as score-demo's is.
-    return matrix if words else matrix._replace(links=frozenset())
-
-
-def chosen_step(view, attention, layer, head, step):
-    """The `AttentionStep` of `--step`, refused in the words of the options."""
-    from attncli.search.inspection import SelectionError
-
-    try:
-        return view.step(attention or "cross", layer, head, step)
-    except SelectionError as error:
-        raise _option_error(error) from None
-
-
 def _save_png(shown, path, caption, cell_decimals, option):
     """Write one picture; returns the characters no installed font has."""
     try:
@@ -279,15 +270,11 @@ def inspect(*, run_path, text, beam, png, step, params, decimals, attention=None
     )
     words = words or gold is not None
     if html is not None:
-        from attncli.serve.page import check_html_path, write_offline_page
-
         if not text:
             raise AttncliError("--html writes one sentence's page: use it with --text \"...\"")
         check_html_path(html)
     lines = [text] if text else (read_sentences(input_file) if input_file is not None else [])
     directory = model_directory(run_path)
-
-    from attncli.search.loading import load_model
 
     loaded = load_model(directory)
     shown = {}  # line number (1-based) -> (SentenceView, Matrix)
@@ -344,8 +331,6 @@ def inspect(*, run_path, text, beam, png, step, params, decimals, attention=None
                            words=words, gold=gold, attention=attention)
         out.print(f"saved {html}", highlight=False, markup=False)
     if record is not None:
-        from attncli.search.inspection import START_LABEL
-
         tokens = shown[1][0].tokens
         previous = START_LABEL if record.step == 1 else tokens[record.step - 2]
         print_section(out, model_step_section(record, decimals, previous_token=previous))

@@ -7,7 +7,7 @@ Gaussian, the weights, the context). Only the weighted values `weights[t, s] *
 values[s]`, the terms of the context's sum, are multiplied out (by the record).
 
 Each query of a `Walk` is an `AttentionStep` (`Walk.steps`), as `inspect-weights`
-shows a trained model's, through the same table (`attncli.cli.render.step_section`).
+shows a trained model's, through the same table (`attncli.cli.step_table.step_section`).
 """
 
 from dataclasses import dataclass
@@ -15,13 +15,8 @@ from dataclasses import dataclass
 import keras
 import numpy as np
 
-from attncli.cli.demo_inputs import (
-    SELF_ATTENTION,
-    SEQ2SEQ,
-    ArticleFigures,
-    DemoInputs,
-    score_and_alignment,
-)
+from attncli.cli.demo_examples import SELF_ATTENTION, SEQ2SEQ, ArticleFigures, DemoInputs
+from attncli.cli.demo_inputs import score_and_alignment
 from attncli.errors import AttncliError
 from attncli.model.trace import ScoreKind, labelled_step
 from attncli.scores import ALIGNMENTS, SCORES, make_attention
