@@ -112,28 +112,34 @@ class VenvError(Exception):
         super().__init__(message)
         self.output = output
 
-    @property
-    def registry_unreachable(self):
-        """Whether pip failed for want of the package registry (no network)."""
-        return bool(re.search(r"NewConnectionError|Failed to establish a new connection|"
-                              r"Temporary failure in name resolution|Network is unreachable|"
-                              r"No matching distribution found for joeynmt", self.output))
+
+def ready_venv(venv):
+    """The python of Joey NMT's environment at `venv` if it is ready, else None.
+
+    Ready means its marker file names the requirements installed.
+    """
+    python = Path(venv) / "bin" / "python"
+    marker = Path(venv) / "attncli-peer.json"
+    wanted = {"requirements": list(JOEY_REQUIREMENTS)}
+    if marker.is_file() and json.loads(marker.read_text()) == wanted and python.exists():
+        return python
+    return None
 
 
 def ensure_venv(venv):
-    """Joey NMT's virtual environment at `venv`, made and installed unless it is ready.
-
-    Ready means its marker file names the requirements installed. Returns its python.
+    """Joey NMT's virtual environment at `venv`, made and installed unless it is ready
+    (`ready_venv`). Returns its python.
 
     Raises:
         VenvError: `venv` or pip failed.
     """
+    ready = ready_venv(venv)
+    if ready is not None:
+        return ready
     venv = Path(venv)
     python = venv / "bin" / "python"
     marker = venv / "attncli-peer.json"
     wanted = {"requirements": list(JOEY_REQUIREMENTS)}
-    if marker.is_file() and json.loads(marker.read_text()) == wanted and python.exists():
-        return python
     started = time.monotonic()
     print(f"creating Joey NMT's environment in {venv} ...", file=sys.stderr, flush=True)
     steps = [] if python.exists() else [[sys.executable, "-m", "venv", str(venv)]]
