@@ -6,6 +6,8 @@ and Cyrillic but no Han, Kana or Hangul: a Chinese sentence would come out as bo
 font list, and the system's font files, which may be newer than that list's cache) and
 returns a family list for matplotlib's per-glyph fallback (matplotlib >= 3.6 draws each
 character with the first family of the list that has it).
+
+matplotlib is imported where it is used, not here, as `attncli.cli.heatmap` says why.
 """
 
 import functools

@@ -102,7 +102,7 @@ def translate_lines(translator, lines, batch_size=64, prefixes=None, seed=0):
     Raises:
         PrefixError: a line's prefix cannot be forced; its `index` counts in `lines`.
     """
-    from attncli.search.translation import PrefixError
+    from attncli.search.translation import PrefixError  # imports TensorFlow
 
     filled = [index for index, line in enumerate(lines) if line.strip()]
     try:

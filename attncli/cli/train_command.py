@@ -230,7 +230,7 @@ def _check_patterns(data, load_tensorflow):
         return
     if load_tensorflow is not None:
         load_tensorflow()
-    from attncli.data.tokenization import check_drop_pattern
+    from attncli.data.tokenization import check_drop_pattern  # imports TensorFlow
 
     for side, pattern in patterns.items():
         if pattern is not None:
@@ -312,7 +312,7 @@ def _train(config, run, role, run_dir, data_dir, resume, console):
             "addresses and that its ports are free"
         ) from None
 
-    from attncli.training.trainer import Interrupted, Trainer
+    from attncli.training.trainer import Interrupted, Trainer  # imports TensorFlow
 
     import tensorflow as tf
 

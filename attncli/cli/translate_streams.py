@@ -12,7 +12,8 @@ Formats:
     text   the translation; with `--n-best N` the N translations joined by " ||| "
     tsv    line number, rank, score and translation: one row per hypothesis
     json   one JSON object per input line: source, source tokens, and each
-           hypothesis with its tokens, score and attention weights
+           hypothesis with its tokens, score and attention weights (and, with
+           `--token-log-probs`, each token's log probability)
 
 `--alignments` adds each translation's word alignment in the Pharaoh format, `i-j` for
 source word `i` and target word `j`, 0-based (`attncli.search.alignments` states the
@@ -23,7 +24,6 @@ counts its whitespace-separated words (`Don't` is one word, `hungry.` another):
     tsv    a fifth column, the alignment
     json   `source_words` (the words `i` counts), and `words` and `alignment` in each
            hypothesis
-
 """
 
 import io
