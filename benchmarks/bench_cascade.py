@@ -43,7 +43,8 @@ from attncli.errors import AttncliError  # noqa: E402
 from attncli.model.encoder_decoder import Seq2Seq  # noqa: E402
 from attncli.training.builder import dtype_policy  # noqa: E402
 from attncli.training.precision import resolve  # noqa: E402
-from attncli.training.steps import make_optimizer, make_train_step  # noqa: E402
+from attncli.training.optimizer_setup import make_optimizer  # noqa: E402
+from attncli.training.steps import make_train_step  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SIDES = ("source", "target")

@@ -41,7 +41,8 @@ from attncli.data.tokenization import TUTORIAL_NORMALIZATION, Tokenizer  # noqa:
 from attncli.model.encoder_decoder import Seq2Seq  # noqa: E402
 from attncli.search.decoding import compile_search  # noqa: E402
 from attncli.search.growing_state import PrefixRecomputingModel  # noqa: E402
-from attncli.training.steps import make_optimizer, make_train_step  # noqa: E402
+from attncli.training.optimizer_setup import make_optimizer  # noqa: E402
+from attncli.training.steps import make_train_step  # noqa: E402
 
 VOCAB_SIZE = 5000
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"

@@ -32,7 +32,8 @@ from attncli.model.encoder_decoder import Seq2Seq  # noqa: E402
 from attncli.config.model import ModelConfig  # noqa: E402
 from attncli.data.pipeline import make_dataset  # noqa: E402
 from attncli.data.tokenization import TUTORIAL_NORMALIZATION, Tokenizer  # noqa: E402
-from attncli.training.steps import make_optimizer, make_train_step  # noqa: E402
+from attncli.training.optimizer_setup import make_optimizer  # noqa: E402
+from attncli.training.steps import make_train_step  # noqa: E402
 from attncli.config.training import TrainingConfig  # noqa: E402
 from benchmarks.tutorial_model import TutorialTranslator, tutorial_train_step  # noqa: E402
 

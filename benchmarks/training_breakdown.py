@@ -30,9 +30,9 @@ from attncli.config.training import TrainingConfig  # noqa: E402
 from attncli.data.vocabulary import PAD  # noqa: E402
 from attncli.model import recurrent  # noqa: E402
 from attncli.model.encoder_decoder import Seq2Seq  # noqa: E402
-from attncli.training.steps import (  # noqa: E402
-    longest_source_first, make_optimizer, make_train_step, smoothed_cross_entropy,
-)
+from attncli.training.losses import longest_source_first, smoothed_cross_entropy  # noqa: E402
+from attncli.training.optimizer_setup import make_optimizer  # noqa: E402
+from attncli.training.steps import make_train_step  # noqa: E402
 from benchmarks.bench_training import (  # noqa: E402
     BATCH_SIZE, UNITS, VOCAB_SIZE, load_batches,
 )

@@ -13,7 +13,8 @@ from attncli.config.schema import ConfigError
 from attncli.config.training import TrainingConfig
 from attncli.model.encoder_decoder import Seq2Seq
 from attncli.training.builder import dtype_policy
-from attncli.training.steps import GradientSums, make_optimizer, make_train_step
+from attncli.training.optimizer_setup import make_optimizer
+from attncli.training.steps import GradientSums, make_train_step
 from tests.attncli_runs import TINY
 from tests.recorder import Recorder
 

@@ -24,7 +24,9 @@ from attncli.search.forced import Forced
 from attncli.search.loading import load_model
 from attncli.errors import AttncliError
 from attncli.training.guided import make_guided_eval_step
-from attncli.training.steps import make_eval_step, make_optimizer, make_train_step
+from attncli.training.eval_step import make_eval_step
+from attncli.training.optimizer_setup import make_optimizer
+from attncli.training.steps import make_train_step
 from attncli.training.trainer import Trainer
 from tests.cli_errors import one_line_error
 from tests.guided_runs import (  # noqa: F401 (trained_guided: a fixture)

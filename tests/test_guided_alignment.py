@@ -25,7 +25,8 @@ from attncli.data.tokenization import Tokenizer
 from attncli.data.vocabulary import RESERVED_TOKENS, Vocabulary
 from attncli.model.encoder_decoder import Seq2Seq
 from attncli.training.guided import alignment_loss
-from attncli.training.steps import make_optimizer, make_train_step
+from attncli.training.optimizer_setup import make_optimizer
+from attncli.training.steps import make_train_step
 from attncli.search.loading import load_model
 from tests.cli_errors import one_line_error
 from tests.guided_runs import trained_guided, write_gold_links  # noqa: F401 (a fixture)

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from attncli.config.training import TrainingConfig
 from attncli.training.optimizers import FusedAdam
-from attncli.training.steps import make_optimizer
+from attncli.training.optimizer_setup import make_optimizer
 
 
 def numpy_adam(weights, gradients, learning_rate, beta_1=0.9, beta_2=0.999, epsilon=1e-7):

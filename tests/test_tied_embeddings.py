@@ -26,7 +26,7 @@ from attncli.data.vocabulary import RESERVED_TOKENS, Vocabulary
 from attncli.model.encoder_decoder import Seq2Seq
 from attncli.model.saving import save_model
 from attncli.search.loading import load_model
-from attncli.training.builder import prepare_tokenizers
+from attncli.training.run_tokenizers import prepare_tokenizers
 
 TINY = Path(__file__).resolve().parents[1] / "configs" / "tiny-test.yaml"
 VOCAB, DIM = 23, 8

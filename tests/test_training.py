@@ -16,14 +16,10 @@ from attncli.config.model import ModelConfig
 from attncli.config.search import SearchConfig
 from attncli.data.pipeline import make_dataset
 from attncli.data.tokenization import TUTORIAL_NORMALIZATION, Tokenizer
-from attncli.training.steps import (
-    WarmupSchedule,
-    make_eval_step,
-    make_optimizer,
-    make_train_step,
-    sequence_loss,
-    smoothed_cross_entropy,
-)
+from attncli.training.eval_step import make_eval_step
+from attncli.training.losses import sequence_loss, smoothed_cross_entropy
+from attncli.training.optimizer_setup import WarmupSchedule, make_optimizer
+from attncli.training.steps import make_train_step
 from attncli.config.training import TrainingConfig
 from attncli.data.vocabulary import PAD, START
 

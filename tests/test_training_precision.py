@@ -19,7 +19,8 @@ from attncli.config.training import LoopConfig, TrainingConfig
 from attncli.model.encoder_decoder import Seq2Seq
 from attncli.search.decoding import greedy_search
 from attncli.training.builder import dtype_policy
-from attncli.training.steps import make_optimizer, make_train_step
+from attncli.training.optimizer_setup import make_optimizer
+from attncli.training.steps import make_train_step
 from attncli.training.optimizers import FusedAdam
 
 SELF_ATTENTION = ["model.encoder=self-attention", "model.decoder=self-attention"]

@@ -17,7 +17,8 @@ from attncli.data.tokenization import TUTORIAL_NORMALIZATION, Tokenizer
 from attncli.data.vocabulary import END, START
 from attncli.model.encoder_decoder import Seq2Seq
 from attncli.search import decoding
-from attncli.training.steps import make_optimizer, make_train_step
+from attncli.training.optimizer_setup import make_optimizer
+from attncli.training.steps import make_train_step
 
 PAIRS = 300
 MODELS = {

@@ -146,7 +146,7 @@ class TrainingConfig:
         clip_norm: float or None, clip gradients to this global norm. Defaults to 5.0.
         label_smoothing: float in [0, 1), the mass spread uniformly over the
             tokens search may emit: the vocabulary without padding and
-            start-of-sentence (see `attncli.training.steps.smoothed_cross_entropy`).
+            start-of-sentence (see `attncli.training.losses.smoothed_cross_entropy`).
             Defaults to 0.1.
         average_decay: float in [0, 1) or None; if set, the optimizer also keeps an
             exponential moving average of the weights, updated after every step as

@@ -33,9 +33,9 @@ the translation loss the rest; with `freeze_translation` only the layer is train
 import numpy as np
 import tensorflow as tf
 
-from attncli.training.steps import (
-    GUIDED_SIGNATURE, evaluation_losses, longest_source_first, output_logits,
-    summed_cross_entropy,
+from attncli.training.eval_step import evaluation_losses
+from attncli.training.losses import (
+    GUIDED_SIGNATURE, longest_source_first, output_logits, summed_cross_entropy,
 )
 
 #: The smallest normal float32. `log a` is read as `log max(a, TINY)`: finite where a

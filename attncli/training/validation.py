@@ -24,7 +24,8 @@ from attncli.search.loading import load_model
 from attncli.search.evaluation import evaluate_corpus, reference_normaliser
 from attncli.search.translation import Translator
 from attncli.training.guided import make_guided_eval_step
-from attncli.training.steps import make_eval_step, trained_variables
+from attncli.training.eval_step import make_eval_step
+from attncli.training.steps import trained_variables
 
 
 class Validator:
