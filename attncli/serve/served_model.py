@@ -109,7 +109,7 @@ class ServedModel:
         self.greedy = dataclasses.replace(defaults, beam_size=1, n_best=1)
 
     def describe(self):
-        """What `GET /models` says of this model."""
+        """What `GET /models` says of this model: a `schemas.ModelDescription`."""
         return {
             "name": self.name,
             "engine": self.engine,
