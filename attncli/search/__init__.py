@@ -2,7 +2,7 @@
 
 `decoding` runs greedy and beam search inside one `tf.while_loop` and keeps the attention
 weights of every output token (`search_steps` holds what both share, `growing_state` the
-self-attention decoder's cache, `sampling` the random draws of a sampled search,
+states that change shape from step to step, `sampling` the random draws of a sampled search,
 `prefixes` what a forced prefix may be, `ensemble` several models searched as one);
 `hypotheses` is what a translation is, for every engine; `loading` reads a saved model
 with its run's search settings, `translation` turns sentences into batches, searches and
