@@ -39,14 +39,14 @@ import tensorflow as tf  # noqa: E402
 import keras  # noqa: E402
 
 from attncli.config.run import run_config_from_mapping  # noqa: E402
-from attncli.config.schema import apply_overrides, load_yaml  # noqa: E402
+from attncli.config.yaml_files import apply_overrides, load_yaml  # noqa: E402
 from attncli.data.pipeline import make_dataset  # noqa: E402
 from attncli.data.sources import read_splits  # noqa: E402
 from attncli.data.tokenization import learn_tokenizer  # noqa: E402
 from attncli.model.encoder_decoder import Seq2Seq  # noqa: E402
-from attncli.training.steps import (  # noqa: E402
-    make_optimizer, make_train_step, smoothed_cross_entropy,
-)
+from attncli.training.losses import smoothed_cross_entropy  # noqa: E402
+from attncli.training.optimizer_setup import make_optimizer  # noqa: E402
+from attncli.training.steps import make_train_step  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

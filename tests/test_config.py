@@ -9,14 +9,8 @@ import yaml
 from attncli.config.data import DataConfig, SideConfig
 from attncli.config.model import ModelConfig, ModelSettings
 from attncli.config.run import run_config_from_mapping
-from attncli.config.schema import (
-    ConfigError,
-    apply_overrides,
-    from_mapping,
-    load_yaml,
-    save_yaml,
-    to_mapping,
-)
+from attncli.config.schema import ConfigError, from_mapping, to_mapping
+from attncli.config.yaml_files import apply_overrides, load_yaml, save_yaml
 from attncli.config.training import LoopConfig
 from attncli.data.sources import data_paths
 from attncli.errors import DataError

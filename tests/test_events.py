@@ -26,7 +26,8 @@ from typer.testing import CliRunner
 from attncli.cli.app import app
 
 from attncli.config.run import load_run_config
-from attncli.config.schema import ConfigError, save_yaml
+from attncli.config.schema import ConfigError
+from attncli.config.yaml_files import save_yaml
 from attncli.training.stop_metric import StopMetric
 
 PEAK, WARMUP = 0.01, WARMUP_STEPS  # the tiny config's learning rate

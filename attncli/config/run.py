@@ -10,7 +10,8 @@ reported with its full path whichever of the two it came from. No TensorFlow her
 import dataclasses
 from importlib import resources
 
-from attncli.config.schema import ConfigError, apply_overrides, from_mapping, load_yaml
+from attncli.config.schema import ConfigError, from_mapping
+from attncli.config.yaml_files import apply_overrides, load_yaml
 from attncli.config.data import DataConfig
 from attncli.config.model import ModelSettings
 from attncli.config.search import SearchConfig

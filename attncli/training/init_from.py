@@ -14,7 +14,7 @@ Two changes of architecture are allowed. A model may gain an alignment layer
 grow into a cascade (`encoder: cascade`, the recurrent layers of Chen et al. 2018 with self-attention
 blocks stacked on them). The keys that shape only the blocks are the new configuration's
 to set; every other key stays RUN's. The weights the two models share (same path, same
-shape) are RUN's, the rest start fresh (`load_initial_weights` in the builder says which).
+shape) are RUN's, the rest start fresh (`attncli.training.initial_weights` says which).
 
 Where the run came from is written into it (`init_from.json`, `train.log`, and the kept
 model's metadata), so a fine-tuning run that is resumed continues from its own checkpoint;
@@ -30,7 +30,7 @@ from pathlib import Path
 
 from attncli.config.model import ModelSettings
 from attncli.config.run import run_config_from_mapping
-from attncli.config.schema import load_yaml
+from attncli.config.yaml_files import load_yaml
 from attncli.errors import AttncliError, shown
 from attncli.files import write_json_atomically
 from attncli.model.saving import (
