@@ -4,9 +4,7 @@ import keras
 from keras import ops
 
 from layers.base_attention import BaseAttention, score_dtype
-
-SCORES = ("dot", "general", "concat")
-ALIGNMENTS = ("global", "local-m", "local-p")
+from layers.scores import ALIGNMENTS, SCORES, local_scores
 
 
 @keras.saving.register_keras_serializable(package="attncli")
@@ -123,9 +121,10 @@ class LuongAttention(BaseAttention):
         **kwargs,
     ):
         super().__init__(dropout=dropout, seed=seed, **kwargs)
-        if score not in SCORES:
+        # The scores this layer computes are the registry's local ones (`Score.local`).
+        if score not in local_scores():
             raise ValueError(
-                f"`score` must be one of {', '.join(SCORES)}. Received: score={score}"
+                f"`score` must be one of {', '.join(local_scores())}. Received: score={score}"
             )
         if alignment not in ALIGNMENTS:
             raise ValueError(
@@ -137,9 +136,13 @@ class LuongAttention(BaseAttention):
                 raise ValueError(
                     f"`units` must be a positive integer or None. Received: units={units}"
                 )
-            if score != "concat" and alignment != "local-p":
+            if not (SCORES[score].takes_units or ALIGNMENTS[alignment].takes_units):
+                takers = [f"score={name}" for name in local_scores()
+                          if SCORES[name].takes_units]
+                takers += [f"alignment={name}" for name, entry in ALIGNMENTS.items()
+                           if entry.takes_units]
                 raise ValueError(
-                    "`units` is used only by score='concat' and alignment='local-p'. "
+                    f"`units` is used only by {' and '.join(takers)}. "
                     f"Received: units={units} with score={score}, alignment={alignment}"
                 )
         if isinstance(window, bool) or not isinstance(window, int) or window < 1:

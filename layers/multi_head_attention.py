@@ -1,16 +1,10 @@
 """Multi-head attention (Vaswani et al. 2017) over any attncli score."""
 
-import math
-
 import keras
 from keras import ops
 
-from layers.bahdanau_attention import BahdanauAttention
 from layers.base_attention import BaseAttention
-from layers.dot_product_attention import DotProductAttention
-from layers.luong_attention import LuongAttention
-
-SCORES = ("scaled_dot", "dot", "general", "concat", "additive")
+from layers.scores import SCORES, make_attention
 
 
 def _check_positive_int(name, value, allow_none=False):
@@ -30,7 +24,8 @@ class MultiHeadAttention(BaseAttention):
         head_i = Attention(Q W_q^i + b_q^i, K W_k^i + b_k^i, V W_v^i + b_v^i)
         Attention(q, k, v): weights_t = softmax_s(a(q_t, k_s)), context_t = sum_s weights_t[s] v_s
 
-    The score `a` is one of attncli's, computed by its own layer on every head:
+    The score `a` is one of the registry's (`layers.scores.SCORES`), computed by
+    the layer it builds, on every head:
 
         scaled_dot: a(q, k) = <q, k> / sqrt(d_k)            (Vaswani et al., eq. 1)
         dot:        a(q, k) = <q, k>                         (Luong et al. 2015, eq. 8)
@@ -38,10 +33,9 @@ class MultiHeadAttention(BaseAttention):
         concat:     a(q, k) = v_aᵀ tanh(W_a [q; k])          (Luong et al. 2015, eq. 8)
         additive:   a(q, k) = vᵀ tanh(W_q q + W_k k)         (Bahdanau et al. 2015, A.1.2)
 
-    `scaled_dot` and `dot` are `DotProductAttention(use_scale=False)`, the scaled
-    one on queries already multiplied by `1/sqrt(d_k)` (the same scores, but the
-    product `<q, k>` is never formed at full size);
-    `general` and `concat` are `LuongAttention`, `additive` is
+    `scaled_dot` and `dot` are `DotProductAttention` (the scaled one multiplies
+    the queries by `1/sqrt(d_k)` before the product, so `<q, k>` is never formed
+    at full size); `general` and `concat` are `LuongAttention`, `additive` is
     `BahdanauAttention`. The score layer's own weights (`W_a`, `v_a`, `v`, ...)
     act on `key_dim`-sized heads and are shared by all heads; the heads differ
     through their projections `W_q^i`, `W_k^i`, `W_v^i`. Masking, the softmax,
@@ -176,9 +170,10 @@ class MultiHeadAttention(BaseAttention):
             raise ValueError(
                 f"`score` must be one of {', '.join(SCORES)}. Received: score={score}"
             )
-        if units is not None and score not in ("concat", "additive"):
+        if units is not None and not SCORES[score].takes_units:
+            takers = [name for name, entry in SCORES.items() if entry.takes_units]
             raise ValueError(
-                "`units` is used only by score='concat' and score='additive'. "
+                f"`units` is used only by score={' and score='.join(takers)}. "
                 f"Received: units={units} with score={score}"
             )
         if output_dim is not None and not use_output_projection:
@@ -196,17 +191,12 @@ class MultiHeadAttention(BaseAttention):
         self.use_output_projection = use_output_projection
         self.output_dim = output_dim
         self.use_bias = use_bias
-        self.score_layer = self._make_score_layer()
-
-    def _make_score_layer(self):
         # The score layer keeps dropout 0: this layer drops the attention weights
-        # itself, once, in BaseAttention.attend.
-        common = {"name": "score", "dtype": self.dtype_policy}
-        if self.score_name in ("scaled_dot", "dot"):
-            return DotProductAttention(use_scale=False, **common)
-        if self.score_name == "additive":
-            return BahdanauAttention(units=self.units or self.key_dim, **common)
-        return LuongAttention(score=self.score_name, units=self.units, **common)
+        # itself, once, in BaseAttention.attend. A hidden size of None is the
+        # heads' size.
+        self.score_layer = make_attention(
+            score, units=units or key_dim, name="score", dtype=self.dtype_policy
+        )
 
     @property
     def _value_dim(self):
@@ -259,12 +249,8 @@ class MultiHeadAttention(BaseAttention):
         return ops.transpose(projected, (0, 2, 1, 3))
 
     def project_queries(self, query):
-        """Per-head queries `(batch_size, num_heads, Tq, key_dim)`: `q W_q^i + b_q^i`,
-        times `1/sqrt(key_dim)` for the scaled dot score."""
-        queries = self._split_heads(query, self.W_q, self.b_q, self.key_dim)
-        if self.score_name == "scaled_dot":
-            queries = queries * (1.0 / math.sqrt(self.key_dim))
-        return queries
+        """Per-head queries `(batch_size, num_heads, Tq, key_dim)`: `q W_q^i + b_q^i`."""
+        return self._split_heads(query, self.W_q, self.b_q, self.key_dim)
 
     def project_keys(self, keys):
         """Per-head keys as the score takes them, `(batch_size, num_heads, Tv,
@@ -353,10 +339,9 @@ class MultiHeadAttention(BaseAttention):
         if query_mask is not None:
             output = output * ops.cast(ops.expand_dims(query_mask, -1), output.dtype)
         if return_steps:
-            # The heads' own queries x W_q^i + b_q^i: the score took them times
-            # 1/sqrt(d_k) for scaled_dot, which its formula shows instead.
-            queries = self._split_heads(query, self.W_q, self.b_q, self.key_dim)
-            return output, weights._replace(query=queries, query_input=query)
+            # The heads' own queries x W_q^i + b_q^i.
+            return output, weights._replace(query=self.project_queries(query),
+                                            query_input=query)
         if return_attention_scores:
             return output, weights
         return output

@@ -1,7 +1,8 @@
 """Save models as `.keras`, reload them in a fresh Python process, and run them there.
 
 A fresh process proves the file alone suffices: the layers are found through their
-registration (`import layers`), not through objects left over in the test's memory.
+registration (`from layers import *` loads them all), not through objects left over in
+the test's memory.
 The process runs on the Keras backend of the caller's environment (`KERAS_BACKEND`).
 """
 
@@ -21,7 +22,7 @@ import json
 import sys
 import numpy as np
 import keras
-import layers  # registers the attncli layers with Keras
+from layers import *  # noqa: F403 -- loads and registers every attncli layer with Keras
 
 for model_path, inputs_path, outputs_path in json.loads(sys.argv[1]):
     model = keras.saving.load_model(model_path)
