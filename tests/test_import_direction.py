@@ -26,7 +26,7 @@ FLOORS = ("layers", "", "config", "data", "model", "search", "training", "alignm
 UPWARD = {
     ("attncli.data.alignments", "attncli.alignment.links"):
         "guided alignment training reads its word alignments, a Pharaoh file",
-    ("attncli.search.inspection", "attncli.alignment.links"):
+    ("attncli.search.sentence_view", "attncli.alignment.links"):
         "the attention shown marks gold links, checked against its words",
 }
 

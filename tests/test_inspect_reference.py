@@ -25,9 +25,8 @@ from attncli.config.search import SearchConfig
 from attncli.model import saving
 from attncli.search.alignments import Word
 from attncli.search.forced import force, perplexity
-from attncli.search.inspection import (
-    AttentionMatrices, SentenceView, inspect_reference, inspect_sentence, sentence_words,
-)
+from attncli.search.inspection import inspect_reference, inspect_sentence, sentence_words
+from attncli.search.sentence_view import AttentionMatrices, SentenceView
 from attncli.search.loading import LoadedModel, load_model
 
 TEXT = "¿Dónde está el baño?"

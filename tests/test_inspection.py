@@ -7,7 +7,8 @@ import pytest
 from spa_eng_parts import model_and_tokenizers
 
 from attncli.config.search import SearchConfig
-from attncli.search.inspection import SelectionError, inspect_sentence
+from attncli.search.inspection import inspect_sentence
+from attncli.search.sentence_view import SelectionError
 from attncli.search.loading import LoadedModel
 
 TEXT = "¿Dónde está el baño?"
