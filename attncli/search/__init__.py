@@ -7,8 +7,8 @@ states that change shape from step to step, `sampling` the random draws of a sam
 `hypotheses` is what a translation is, for every engine; `loading` reads a saved model
 with its run's search settings, `translation` turns sentences into batches, searches and
 turns ids back into text, `serving` exports that as a TensorFlow SavedModel; `forced`
-reads the attention over a given translation, `inspection` a translated sentence's
-attention, every layer and head, and `alignments` the word links of `translate
---alignments`; `metrics` scores outputs (sacreBLEU BLEU and chrF, PER and WER for
+reads the attention over a given translation, `inspection` makes a translated
+sentence's `sentence_view` (every attention, layer and head, folded into words, any one
+step), and `alignments` reads the word links of `translate --alignments`; `metrics` scores outputs (sacreBLEU BLEU and chrF, PER and WER for
 pronunciations) and `evaluation` applies them to a validation or test split.
 """
