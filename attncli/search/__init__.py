@@ -9,6 +9,7 @@ with its run's search settings, `translation` turns sentences into batches, sear
 turns ids back into text, `serving` exports that as a TensorFlow SavedModel; `forced`
 reads the attention over a given translation, `inspection` makes a translated
 sentence's `sentence_view` (every attention, layer and head, folded into words, any one
-step), and `alignments` reads the word links of `translate --alignments`; `metrics` scores outputs (sacreBLEU BLEU and chrF, PER and WER for
-pronunciations) and `evaluation` applies them to a validation or test split.
+step), and `alignments` reads the word links of `translate --alignments`; `metrics`
+scores outputs (sacreBLEU BLEU and chrF, PER and WER for pronunciations) and `evaluation`
+applies them to a validation or test split.
 """
