@@ -1,8 +1,8 @@
 """`attncli translate --alignments` and `--replace-unk` as a user runs them, on a copy of
 the small trained run of `tests/fixtures/run-0.1.0` (word level on both sides; its model
 emits `[UNK]` often, which `--replace-unk` needs): `python -m attncli` subprocesses for
-lines down a pipe and for the refusal, the test's own process (`translate`) for what is
-printed of lines given as arguments or in a file.
+lines down a pipe, the test's own process (`translate`) for what is printed of lines given
+as arguments or in a file, and for the refusal (a one-line error whichever process prints it).
 """
 
 import json
@@ -140,7 +140,7 @@ def test_replace_unk_on_a_subword_target_is_one_line_error(tmp_path):
     # The refusal reads the target tokenizer's level: make it a subword one.
     settings = run / "model" / "target.tokenizer.json"
     settings.write_text(settings.read_text("utf-8").replace('"word"', '"subword"'), "utf-8")
-    result = attncli("translate", run, "Hola.", "--replace-unk", cwd=tmp_path, check=False)
+    result = CliRunner().invoke(app, ["translate", str(run), "Hola.", "--replace-unk"])
     message = one_line_error(result)
     assert "--replace-unk" in message and "subword" in message
     assert result.stdout == ""
