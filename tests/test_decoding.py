@@ -330,3 +330,26 @@ def test_a_sentence_settles_once_its_n_best_cannot_change(alpha):
         assert steps <= whole_beam.token_ids.shape[2]
         if n_best == 1:
             assert steps < whole_beam.token_ids.shape[2]
+
+
+class RowCounting(HistoryDecoder):
+    """`HistoryDecoder` recording how many rows each `decode_step` is given."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.rows = []
+
+    def decode_step(self, token_ids, state, memory, training=False):
+        self.rows.append(int(tf.shape(token_ids)[0]))
+        return super().decode_step(token_ids, state, memory, training=training)
+
+
+def test_the_decoder_runs_on_the_hypotheses_still_translating_only():
+    double = RowCounting(seed=3)
+    # Eager: the loop runs in Python, one `decode_step` call per step.
+    result = decoding.greedy_search(double, tf.constant(SOURCES), SearchConfig(),
+                                    attention_weights=False)
+    lengths = result.lengths[:, 0].numpy()
+    assert len(set(lengths)) > 1  # sentences finish at different steps
+    # Step t decodes the sentences whose translation is longer than t tokens.
+    assert double.rows == [int(np.sum(lengths > t)) for t in range(lengths.max())]
