@@ -66,3 +66,16 @@ def test_a_comma_entry_documents_each_of_its_names():
     assert reference.field_meanings(Example) == {
         "first": "shared text on two lines.", "second": "shared text on two lines.",
         "third": "its own."}
+
+
+def test_every_contents_link_names_a_heading_as_github_slugs_it():
+    """GitHub's heading anchors: lower case, punctuation other than `-` and `_` dropped,
+    spaces made hyphens (written here from that rule, not from the generator)."""
+    import re
+
+    text = reference.render()
+    headings = re.findall(r"^## (.+)$", text, re.M)
+    slugs = {"".join(c for c in h.lower() if c.isalnum() or c in " -_").replace(" ", "-")
+             for h in headings}
+    links = re.findall(r"^- \[`[^`]+`\]\(#([^)]+)\)$", text, re.M)
+    assert links and set(links) <= slugs, set(links) - slugs

@@ -180,7 +180,7 @@ def render():
     out = [_HEADER]
     contents = list(sections())
     for name, _, _ in contents:
-        anchor = re.sub(r"[^a-z0-9 -]", "", name.lower()).replace(" ", "-")
+        anchor = re.sub(r"[^a-z0-9 _-]", "", name.lower()).replace(" ", "-")  # GitHub's slugs
         out.append(f"- [`{name}`](#{anchor})")
     out.append("")
     for name, cls, rows in contents:
