@@ -179,6 +179,7 @@ def serve(*, run_path, ensemble, named, host, port, allowed, token, limits, cons
                         {} if compute_type is None else {"compute_type": compute_type})
     started = time.monotonic()
     failures = []
+    loaded = []  # the loading's outcome, once it has one
 
     def load():
         if registry.engine.tensorflow:
@@ -187,6 +188,7 @@ def serve(*, run_path, ensemble, named, host, port, allowed, token, limits, cons
         load_for_life(registry)
 
     def on_loaded(error):
+        loaded.append(error)
         if error is None:
             done = "loaded and traced" if registry.engine.tensorflow else "loaded"
             console.print(f"ready: {', '.join(registry.models)} {done} in "
@@ -206,7 +208,17 @@ def serve(*, run_path, ensemble, named, host, port, allowed, token, limits, cons
     # ignoring it then ends the command normally, with exit code 0.
     for handled in (signal.SIGTERM, signal.SIGINT):
         signal.signal(handled, lambda *_: None)
+    sys.stderr.flush()
+    stderr = os.dup(2)
     server.run(sockets=[sock])
+    if not loaded:
+        # Stopped while the models load: the loading thread cannot be interrupted, and
+        # nothing is written, so the process ends without waiting for it. Its import of
+        # TensorFlow may hold descriptor 2 on /dev/null (`import_tensorflow`): the line
+        # goes to the stderr the command started with.
+        sys.stdout.flush()
+        os.write(stderr, b"stopped while loading\n")
+        os._exit(0)
     if failures:
         error = failures[0]
         if isinstance(error, AttncliError):

@@ -94,6 +94,10 @@ def _lifespan(batcher, load, on_loaded):
                 loading.add_done_callback(lambda done: on_loaded(
                     None if done.cancelled() else done.exception()))
         yield
-        await asyncio.to_thread(batcher.close)
+        # A stop while the models load does not wait for them: loading writes nothing,
+        # and importing TensorFlow and tracing cannot be interrupted (minutes on a busy
+        # machine). The command ends the process (`attncli.cli.serve_command`).
+        loaded = load is None or loading.done()
+        await asyncio.to_thread(batcher.close, wait=loaded)
 
     return lifespan

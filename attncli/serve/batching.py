@@ -150,12 +150,13 @@ class Batcher:
             self._ready.notify()
         return future
 
-    def close(self):
-        """Finish what was submitted, then end the worker thread."""
+    def close(self, wait=True):
+        """Finish what was submitted, then end the worker thread; with `wait` False, tell
+        the thread to end without waiting for it (a daemon, it ends with the process)."""
         with self._ready:
             self._closing = True
             self._ready.notify()
-        if self._thread.is_alive():
+        if wait and self._thread.is_alive():
             self._thread.join()
 
     def _reserve(self, count):
