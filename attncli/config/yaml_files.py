@@ -145,6 +145,7 @@ def safe_load(text):
         yaml.YAMLError: as `yaml.safe_load`, with `.fix` (what to do) when the
             document is refused for its aliases.
     """
+    return _load(text)
 
 
 def load_yaml(path):
