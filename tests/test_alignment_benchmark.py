@@ -205,9 +205,9 @@ def align(*args):
 def benchmark_here(monkeypatch, capsys, *args):
     """`python -m benchmarks.alignment ARGS` in this process, each `attncli align` it
     starts run here too (`CliRunner`): what it printed, as `.stdout` and `.stderr`. Its
-    eight align processes spent 5 s each starting TensorFlow and loading the model, and
-    aligning the 447 pairs took almost nothing; the script and its align commands run as
-    processes in test_alignment_layer_rows_read_the_layer_one_way_and_both."""
+    align processes spent 5 s each starting TensorFlow and loading the model, and
+    aligning the 447 pairs took almost nothing. The script runs as a process in `table`,
+    and `attncli align` in test_align_command."""
     def run(command, **_):
         assert command[:4] == [sys.executable, "-m", "attncli", "align"], command
         result = CliRunner().invoke(app, command[3:], prog_name="attncli")
@@ -281,12 +281,12 @@ def with_alignment_layer(run, directory):
 
 
 @pytest.mark.slow
-def test_alignment_layer_rows_read_the_layer_one_way_and_both(stand_in, tmp_path):
+def test_alignment_layer_rows_read_the_layer_one_way_and_both(stand_in, tmp_path,
+                                                              monkeypatch, capsys):
     data, eflomal_dir = stand_in
     aligner = with_alignment_layer(FIXTURE_RUN, tmp_path / "aligner")
-    result = benchmark("--data", data, "--eflomal-dir", eflomal_dir, "--aligner", aligner,
-                       "--aligner-reverse", aligner)
-    assert result.returncode == 0, result.stderr
+    result = benchmark_here(monkeypatch, capsys, "--data", data, "--eflomal-dir", eflomal_dir,
+                            "--aligner", aligner, "--aligner-reverse", aligner)
     methods = [line.split(" | ")[0].strip("| ") for line in result.stdout.splitlines()
                if line.startswith("| attncli")]
     assert methods == [
