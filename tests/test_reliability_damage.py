@@ -1,11 +1,13 @@
 """A damaged or missing file of a run is named with what is wrong; leftovers are cleared.
 
-Real damaged files in copies of one tiny trained run, through the command
-(`python -m attncli` subprocesses): a deleted model configuration or vocabulary, a saved
-configuration that no longer validates; a killed export; a corpus of no usable pair. In
-the test's process, where what the command reads is the point and not its process: a
-truncated vocabulary, a tokenizer file with a bad setting, a finished run resumed, the
-export that clears what a killed one left (its check's process takes the long samples).
+Real damaged files in copies of one tiny trained run, through the command in the test's
+process: what the command reads is the point, not its process (its one-line error is
+checked as a subprocess's; train and translate run as processes in test_workflow). A
+deleted model configuration or vocabulary, a saved configuration that no longer
+validates, a corpus of no usable pair, a truncated vocabulary, a tokenizer file with a
+bad setting, a finished run resumed, the export that clears what a killed one left (its
+check's process takes the long samples). A killed export is a `python -m attncli`
+subprocess.
 """
 
 import fcntl
@@ -17,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from attncli_runs import (  # noqa: F401  (run and trained are fixtures)
-    attncli, run, start, succeeds, trained, wait_for,
+    run, start, trained, wait_for,
 )
 from cli_errors import one_line_error
 from typer.testing import CliRunner
@@ -28,16 +30,17 @@ from attncli.files import clear_abandoned
 FIXTURE_RUN = Path(__file__).resolve().parent / "fixtures" / "run-0.1.0"
 
 
-def translate_error(run):
-    """The one-line error of `attncli translate RUN hola` in this process (loading a
-    model's files is the point, not the process)."""
-    return one_line_error(CliRunner().invoke(app, ["translate", str(run), "hola"],
+def command_error(*args):
+    """The one-line error of `attncli ARGS` in this process, as wide as a subprocess's
+    (no line of Rich's wrapped)."""
+    return one_line_error(CliRunner().invoke(app, [str(arg) for arg in args],
                                              env={"COLUMNS": "500"}))
 
 
-def process_translate_error(run, tmp_path):
-    """The one-line error of `python -m attncli translate RUN hola`."""
-    return one_line_error(attncli("translate", run, "hola", cwd=tmp_path))
+def translate_error(run):
+    """The one-line error of `attncli translate RUN hola` (loading a model's files is
+    the point)."""
+    return command_error("translate", run, "hola")
 
 
 @pytest.mark.slow
@@ -70,36 +73,35 @@ def test_a_tokenizer_file_with_a_bad_setting_is_named_at_load(run, setting, prob
 
 
 @pytest.mark.slow
-def test_a_deleted_model_configuration_is_named_as_missing(run, tmp_path):
+def test_a_deleted_model_configuration_is_named_as_missing(run):
     (run / "model" / "config.json").unlink()
-    message = process_translate_error(run, tmp_path)
+    message = translate_error(run)
     assert f"{run / 'model' / 'config.json'} is missing" in message
     assert "train longer" not in message
 
 
 @pytest.mark.slow
-def test_a_deleted_model_directory_is_named_as_missing(run, tmp_path):
+def test_a_deleted_model_directory_is_named_as_missing(run):
     shutil.rmtree(run / "model")
-    message = process_translate_error(run, tmp_path)
+    message = translate_error(run)
     assert f"{run / 'model'} is missing: the run kept a best model (epoch 1, metrics.jsonl)" \
         in message
     assert "train longer" not in message
 
 
 @pytest.mark.slow
-def test_a_bad_value_in_the_saved_configuration_is_named_on_resume(run, tmp_path):
+def test_a_bad_value_in_the_saved_configuration_is_named_on_resume(run):
     config = run / "config.yaml"
     config.write_text(re.sub(r"clip_norm: .*", "clip_norm: .nan", config.read_text()))
-    message = one_line_error(attncli("train", "--resume", "--run-dir", run, cwd=tmp_path))
+    message = command_error("train", "--resume", "--run-dir", run)
     assert f"{config}, the configuration the run saved, is damaged: training.clip_norm must " \
         "be a finite number" in message
 
 
 @pytest.mark.slow
-def test_a_deleted_vocabulary_is_named_on_resume_and_never_learned_again(run, tmp_path):
+def test_a_deleted_vocabulary_is_named_on_resume_and_never_learned_again(run):
     (run / "target.vocab.txt").unlink()
-    message = one_line_error(attncli("train", "--resume", "--run-dir", run,
-                                     "--set", "training.epochs=2", cwd=tmp_path))
+    message = command_error("train", "--resume", "--run-dir", run, "--set", "training.epochs=2")
     assert f"{run / 'target.vocab.txt'} is missing; the run cannot go on" in message
     assert "put them back (its model keeps a copy in model/), or start again" in message
     assert not (run / "target.vocab.txt").exists()
@@ -213,7 +215,7 @@ def test_a_corpus_of_no_usable_pair_says_why(tmp_path):
     corpus.write_bytes(bytes(range(256)) * 40)
     config = tmp_path / "binary.yaml"
     config.write_text(f"data: {{format: tsv, train: {corpus}, valid_size: 60, test_size: 30}}\n")
-    message = one_line_error(attncli("train", config, "--run-dir", "run", cwd=tmp_path))
+    message = command_error("train", config, "--run-dir", tmp_path / "run")
     assert f"no usable pair was read: {corpus}: " in message and "bad line" in message
     assert "60 + 30" not in message
     assert not (tmp_path / "run").exists()
