@@ -3,9 +3,9 @@
 One writer per run, damaged checkpoints named and never silently replaced, leftovers
 of a killed write cleaned up, a full disk and a read-only folder reported in one line
 with what is kept. The session's tiny run is trained once; each test works on a copy.
-A resume that must succeed runs in the test's process (`resumed`), and so do the
-readers of a run another process trains (`read`): what they say and leave is the point
-there, not their process.
+A resume that must succeed runs in the test's process (`resumed`), and so do one refused
+for want of a checkpoint and the readers of a run another process trains (`read`): what
+they say and leave is the point there, not their process.
 """
 
 import json
@@ -190,10 +190,12 @@ def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(run):
 
 
 @pytest.mark.slow
-def test_a_model_without_checkpoints_is_not_trained_over(run, tmp_path):
+def test_a_model_without_checkpoints_is_not_trained_over(run):
     shutil.rmtree(run / "checkpoints")
     weights = (run / "model" / "model.weights.h5").read_bytes()
-    message = one_line_error(attncli("train", "--resume", "--run-dir", run, cwd=tmp_path))
+    # In this process: what the refusal leaves is the point, not its process.
+    message = one_line_error(CliRunner().invoke(app, ["train", "--resume", "--run-dir", str(run)],
+                                                env={"COLUMNS": "500"}))
     assert "has a best model but no checkpoint to continue from" in message
     assert (run / "model" / "model.weights.h5").read_bytes() == weights
 
