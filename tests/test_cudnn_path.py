@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from attncli.model import recurrent
 from attncli.model.encoder import Encoder
-from attncli.model.recurrent import GRUCell, LSTMCell
+from attncli.model.cells import GRUCell, LSTMCell
 from attncli.training.builder import dtype_policy
 from test_model import REAL, SOURCE, TARGET_IN, small_model
 

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from attncli.model.encoder_decoder import Seq2Seq
 from attncli.config.model import ModelConfig
-from attncli.model.recurrent import GRUCell, LSTMCell
+from attncli.model.cells import GRUCell, LSTMCell
 
 SOURCE = np.array([[5, 6, 7, 8, 9], [10, 11, 12, 0, 0], [13, 0, 0, 0, 0]], dtype="int32")
 TARGET_IN = np.array([[2, 5, 6, 7], [2, 8, 9, 0], [2, 10, 11, 12]], dtype="int32")

@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 from attncli.model import recurrence, recurrent
-from attncli.model.recurrent import GRUCell, LSTMCell
+from attncli.model.cells import GRUCell, LSTMCell, make_cell
 
 T, CELLS, BATCH, UNITS = 4, 2, 3, 2
 
@@ -174,7 +174,7 @@ def test_gradient_equals_autodiff_of_the_plain_loop(kind, lengths, compiled):
 def test_run_of_two_cells_with_lengths_equals_numpy(kind):
     """`recurrent.run` on batch-first inputs, both cells stacked, against the reference."""
     keras.utils.set_random_seed(3)
-    cells = [recurrent.make_cell(kind, UNITS, name=f"cell_{i}") for i in range(CELLS)]
+    cells = [make_cell(kind, UNITS, name=f"cell_{i}") for i in range(CELLS)]
     for cell in cells:
         cell.build((None, 5))
         for weight in cell.trainable_variables:

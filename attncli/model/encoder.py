@@ -5,7 +5,7 @@ import tensorflow as tf
 from keras import ops
 
 from attncli.model import recurrent
-from attncli.model.recurrent import make_cell
+from attncli.model.cells import make_cell
 
 
 @keras.saving.register_keras_serializable(package="attncli")
