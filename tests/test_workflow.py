@@ -1,7 +1,7 @@
 """train → translate → inspect-weights → resume, as a user runs them: subprocesses
 (translate's formats, and its lines from arguments and from a file, are checked in this
-process; from stdin, a pipe of a subprocess; the resume of a run killed by `kill -9`, in
-this process too).
+process; from stdin, a pipe of a subprocess; the resumes of a finished run and of a run
+killed by `kill -9`, in this process too: what they leave in the run is the point).
 
 The runs use `configs/tiny-test.yaml` (600 bundled pairs, a 32-unit model): seconds
 of training, enough to exercise every path. The finished run most tests read is the
@@ -80,8 +80,8 @@ def test_pronunciation_test_split_is_scored_against_every_reference(tmp_path):
         "  format: pronunciations\n"
         "  train: g014b2b.train\n"
         "  test: g014b2b.test\n"
-        "  limit: 400\n"
-        "  valid_size: 40\n"
+        "  limit: 150\n"
+        "  valid_size: 20\n"
         "  split_by: sources\n"
         "  source: {level: char, normalization: null, lowercase: true, vocab_size: null}\n"
         "  target: {level: word, normalization: null, lowercase: false, vocab_size: null}\n"
@@ -93,8 +93,8 @@ def test_pronunciation_test_split_is_scored_against_every_reference(tmp_path):
     result = attncli("train", config, "--data-dir", data, "--run-dir", "run", cwd=tmp_path)
     run = tmp_path / "run"
     test = json.loads((run / "test.json").read_text())
-    words, references = read_pronunciations(data / "g014b2b.test", limit=400).references()
-    assert len(words) < 400  # several pronunciations of one word are one test item
+    words, references = read_pronunciations(data / "g014b2b.test", limit=150).references()
+    assert len(words) < 150  # several pronunciations of one word are one test item
     outputs = (run / "test.outputs.txt").read_text().split("\n")[:-1]
     assert len(outputs) == len(words) == test["sentences"] == test["words"]
     expected = pronunciation_scores(
@@ -109,6 +109,14 @@ def test_pronunciation_test_split_is_scored_against_every_reference(tmp_path):
 def translate(run, *args):
     """`attncli translate RUN ARGS` in this process, for what is not about the process."""
     result = CliRunner().invoke(app, ["translate", str(run), *map(str, args)])
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def train_here(*args):
+    """`attncli train ARGS` in this process, which must succeed; as wide as a subprocess's
+    stderr (Rich wraps no line)."""
+    result = CliRunner().invoke(app, ["train", *map(str, args)], env={"COLUMNS": "500"})
     assert result.exit_code == 0, result.output
     return result
 
@@ -163,14 +171,13 @@ def test_resume_of_a_finished_run_extends_it_only_in_length(trained, tmp_path):
     run, _ = trained
     copy = tmp_path / "copy"
     subprocess.run(["cp", "-r", str(run), str(copy)], check=True)
-    again = attncli("train", "--resume", "--run-dir", copy, cwd=tmp_path)
+    again = train_here("--resume", "--run-dir", copy)
     assert json.loads(again.stdout)["epochs"] == 2  # already complete: nothing to redo
     assert "finished: 2 epochs trained" in again.stderr
     refused = attncli("train", "--resume", "--run-dir", copy, "--set", "model.units=64",
                       cwd=tmp_path, check=False)
     assert "--set model.units cannot change a run that is resumed" in one_line_error(refused)
-    longer = attncli("train", "--resume", "--run-dir", copy, "--set", "training.epochs=3",
-                     cwd=tmp_path)
+    longer = train_here("--resume", "--run-dir", copy, "--set", "training.epochs=3")
     assert json.loads(longer.stdout)["epochs"] == 3
     assert "epochs: 3" in (copy / "config.yaml").read_text()
 
