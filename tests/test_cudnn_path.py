@@ -147,6 +147,11 @@ def test_keras_layers_run_under_mixed_policies(cell, policy):
     scale = np.abs(np.asarray(expected, "float32")).max()
     np.testing.assert_allclose(np.asarray(outputs, "float32") / scale,
                                np.asarray(expected, "float32") / scale, atol=tolerance)
+    assert len(final) == len(expected_final)
+    for state, expected_state in zip(final, expected_final):
+        scale = np.abs(np.asarray(expected_state)).max()
+        np.testing.assert_allclose(np.asarray(state) / scale, np.asarray(expected_state) / scale,
+                                   atol=tolerance)
 
 
 def test_auto_takes_keras_layers_only_while_training_on_a_gpu(monkeypatch):
