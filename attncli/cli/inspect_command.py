@@ -43,7 +43,7 @@ its largest word weight, as `translate --alignments` links them) are marked on i
 page marks links in both views). Every matrix is of the tokens shown, teacher-forced
 over them where the search did not compute it (the alignment layer's always).
 
-The matrices and steps are a `SentenceView` (`attncli.search.inspection`), which
+The matrices and steps are a `SentenceView` (`attncli.search.sentence_view`), which
 `sentence_views` gives for the sentences asked. Everything asked for is printed to
 stdout (it is the result of the command); a table wider than the terminal is cut into
 blocks of columns, each repeating the row labels.

@@ -1,5 +1,5 @@
 """What `attncli inspect-weights` shows of a model: its weights' table, and each
-sentence's view (`attncli.search.inspection.SentenceView`) with the matrix and the step
+sentence's view (`attncli.search.sentence_view.SentenceView`) with the matrix and the step
 its options choose, refused in the words of the options.
 """
 
