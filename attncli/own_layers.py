@@ -8,6 +8,7 @@ finds out first, without importing anything.
 """
 
 import importlib.util
+import sys
 from pathlib import Path
 
 from attncli.errors import AttncliError
@@ -32,6 +33,17 @@ def check_own_layers():
             f"{found or spec.name} shadows attncli's own package 'layers' (Python finds it "
             f"first on its path); run attncli from another folder, or rename that module"
         )
+
+
+def exit_if_shadowed():
+    """`check_own_layers`, its refusal said as every user error is (one `Error:` line on
+    stderr, exit code 2), for the command line to run before its modules load: they
+    import `layers` (its registry of scores) as they load, before any command runs."""
+    try:
+        check_own_layers()
+    except AttncliError as error:
+        print(f"Error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def _location(spec):

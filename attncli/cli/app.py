@@ -12,15 +12,20 @@ from typing import Annotated
 
 import typer
 
-from attncli import __version__
-from attncli.cli import (
+from attncli.own_layers import exit_if_shadowed
+
+# The commands' modules import `layers` as they load: a module of the user's own that
+# shadows it is named before they do.
+exit_if_shadowed()
+
+from attncli import __version__  # noqa: E402
+from attncli.cli import (  # noqa: E402
     align_command, configs_command, export_command, inspect_command, score_demo_command,
     train_command, translate_command,
 )
-from attncli.cli.group import AttncliGroup
-from attncli.cli.options import DEBUG, ComputeType, import_tensorflow, stderr_console
-from attncli.own_layers import check_own_layers
-from attncli.serve.limits import Limits
+from attncli.cli.group import AttncliGroup  # noqa: E402
+from attncli.cli.options import DEBUG, ComputeType, import_tensorflow, stderr_console  # noqa: E402
+from attncli.serve.limits import Limits  # noqa: E402
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -55,7 +60,6 @@ def main(
 ):
     """Attention for sequence-to-sequence models, every step in the terminal."""
     ctx.meta[DEBUG] = debug
-    check_own_layers()
 
 
 app.command("score-demo")(score_demo_command.command)
