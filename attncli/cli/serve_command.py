@@ -219,6 +219,7 @@ def serve(*, run_path, ensemble, named, host, port, allowed, token, limits, cons
         sys.stdout.flush()
         os.write(stderr, b"stopped while loading\n")
         os._exit(0)
+    os.close(stderr)
     if failures:
         error = failures[0]
         if isinstance(error, AttncliError):

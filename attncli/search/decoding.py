@@ -13,8 +13,8 @@ may grow with each step (a self-attention decoder's cache; see
 
 Each search is one `tf.while_loop` over target positions, so under `tf.function` (see
 `compile_search`) the whole translation of a batch is a single graph call. Only the
-hypotheses still translating are decoded: the loop carries their decoder state and
-memory alone, and drops a hypothesis's rows once it has finished (`decode_rows`). A hypothesis
+hypotheses still translating are decoded (`decode_rows`): the loop carries their decoder
+state and memory alone, and drops a hypothesis's rows once it has finished. A hypothesis
 is scored as in Wu et al. 2016 ("Google's Neural Machine Translation System", eq. 14):
 
     lp(Y)       = ((5 + |Y|) / 6) ** alpha
