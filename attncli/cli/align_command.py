@@ -22,7 +22,6 @@ Files show a count on stderr; stdin shows nothing.
 """
 
 import json
-import os
 import sys
 from contextlib import nullcontext
 from pathlib import Path
@@ -39,7 +38,7 @@ from attncli.alignment.symmetrization import (
     JOINED_WEIGHTS, METHODS, SYMMETRIZATIONS, symmetrize,
 )
 from attncli.cli.align_inputs import GoldLinks, PairSource
-from attncli.cli.options import import_tensorflow, stderr_console
+from attncli.cli.options import discard_stdout, import_tensorflow, stderr_console
 from attncli.cli.runs import model_directory
 from attncli.errors import AttncliError, clipped, shown
 from attncli.search.loading import load_model
@@ -291,7 +290,7 @@ def run_align(run, settings, console, load_tensorflow):
             _write_totals(totals, written, settings.output_format)
     except BrokenPipeError:
         # The reader stopped early (`| head`): not an error, and nothing more to say.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        discard_stdout()
         return 0
     except KeyboardInterrupt:
         console.print(f"interrupted: {written} pair(s) aligned", highlight=False)

@@ -12,6 +12,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from attncli.data.quiet_stderr import quiet_stderr
+
 # The key of `--debug` in the context's `meta`, read by every command.
 DEBUG = "attncli.debug"
 
@@ -40,14 +42,14 @@ def import_tensorflow(ctx):
     if ctx.meta.get(DEBUG) or "tensorflow" in sys.modules:
         return
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 2)
+    with quiet_stderr():
         import tensorflow  # noqa: F401  (lazy: the point of this function)
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(devnull)
+
+
+def discard_stdout():
+    """After the reader of stdout stopped early (`| head`, a `BrokenPipeError`): what is
+    still written goes nowhere, so neither the command nor Python's exit complains."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def stderr_console():

@@ -3,10 +3,10 @@ ctranslate2` translated by CTranslate2 with the run's tokenizer files, TensorFlo
 imported (`attncli.export.ctranslate2_engine`).
 """
 
-import os
 import sys
 
 from attncli.cli.engines import exported, require_ctranslate2
+from attncli.cli.options import discard_stdout
 from attncli.cli.runs import search_config
 from attncli.cli.translate_streams import BUFFERED_BATCHES, INTERRUPTED, format_line, open_input
 from attncli.export.ctranslate2_engine import ExportedTranslator, read_settings
@@ -40,7 +40,7 @@ def translate_exported(run_path, texts, input_file, beam, alpha, n_best, output_
             sys.stdout.flush()
             written += len(lines)
     except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        discard_stdout()
         return 0
     except KeyboardInterrupt:
         console.print(f"interrupted: {written} line(s) translated and written", highlight=False)

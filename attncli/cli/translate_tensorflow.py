@@ -3,12 +3,12 @@ each batch of lines searched or sampled, with prefixes, word alignments, `[UNK]`
 replaced and the corpus metric of `--reference` as asked.
 """
 
-import os
 import sys
 from contextlib import nullcontext
 from pathlib import Path
 
 from attncli.cli.engines import not_exported
+from attncli.cli.options import discard_stdout
 from attncli.cli.runs import model_directory, search_config, translate_lines
 from attncli.cli.translate_streams import (
     BUFFERED_BATCHES, INTERRUPTED, check_alignment, format_line, line_prefixes, open_input,
@@ -73,7 +73,7 @@ def translate_searched(*, run_path, texts, input_file, beam, alpha, n_best, outp
                     status.update(f"translating: {written} line(s) written")
     except BrokenPipeError:
         # The reader stopped early (`| head`): not an error, and nothing more to say.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        discard_stdout()
         return 0
     except KeyboardInterrupt:
         console.print(f"interrupted: {written} line(s) translated and written", highlight=False)
