@@ -41,15 +41,22 @@ def validation_pairs(run):
             if source.strip()]
 
 
-def timed(translate, sentences, rounds):
-    """(the fastest of `rounds` calls, in seconds; the best texts and tokens of the last)."""
-    best = float("inf")
+def fastest_call(translate, sentences, rounds):
+    """(the fastest of `rounds` calls `translate(sentences)`, in seconds; what the last
+    returned)."""
+    seconds = float("inf")
     for _ in range(rounds):
         started = time.perf_counter()
         results = translate(sentences)
-        best = min(best, time.perf_counter() - started)
-    return best, [(result.hypotheses[0].text, list(result.hypotheses[0].tokens))
-                  for result in results]
+        seconds = min(seconds, time.perf_counter() - started)
+    return seconds, results
+
+
+def timed(translate, sentences, rounds):
+    """(the fastest of `rounds` calls, in seconds; the best texts and tokens of the last)."""
+    seconds, results = fastest_call(translate, sentences, rounds)
+    return seconds, [(result.hypotheses[0].text, list(result.hypotheses[0].tokens))
+                     for result in results]
 
 
 def process_seconds(command, count):

@@ -37,8 +37,9 @@ import importlib.util
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from benchmarks.bench_ctranslate2 import fastest_call
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -161,11 +162,7 @@ def same(outputs, reference, scores=True):
 
 def fastest(translate, sentences, rounds):
     """The fastest of `rounds` translations of `sentences`, in seconds, and its outputs."""
-    seconds = float("inf")
-    for _ in range(rounds):
-        started = time.perf_counter()
-        results = translate(sentences)
-        seconds = min(seconds, time.perf_counter() - started)
+    seconds, results = fastest_call(translate, sentences, rounds)
     return seconds, best(results)
 
 
