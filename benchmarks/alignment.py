@@ -20,18 +20,19 @@ links.
 - **attncli**: `attncli align` run as a user runs it (the mean of the heads), on
   `--forward RUN` (English→French): the attention raw and shifted (Chen et al. 2020),
   each read by argmax and by mutual argmax (Jalili Sabet et al. 2020), per decoder layer
-  for a Transformer (else its one); with `--reverse RUN2` (French→English, its last
-  layer) the reverse model's links and the symmetrised ones (Koehn et al. 2003), and
-  the links read off the mean of both directions' weights (`--symmetrize mean`), by both
-  extractions; with `--guided RUN3` (an English→French run trained with guided
-  alignment) its rows as RUN's. With `--aligner RUN4` (an English→French run with an
-  alignment layer, `model.alignment_layer`, which `attncli align` reads) its rows by
-  both extractions (no shift: the layer reads the token itself), and with
-  `--aligner-reverse RUN5` (French→English, likewise) the reverse and symmetrised ones.
+  for a Transformer (else its one); with `--reverse RUN2` (French→English) the reverse
+  model's links and the symmetrised ones (Koehn et al. 2003), and the links read off the
+  mean of both directions' weights (`--symmetrize mean`), by both extractions, both
+  models read at their last layer or at `--layer N`; with `--guided RUN3` (an
+  English→French run trained with guided alignment) its rows as RUN's. With `--aligner
+  RUN4` (an English→French run with an alignment layer, `model.alignment_layer`, which
+  `attncli align` reads) its rows by both extractions (no shift: the layer reads the
+  token itself), and with `--aligner-reverse RUN5` (French→English, likewise) the
+  reverse and symmetrised ones.
   Adding `--gold $H/test.talp` to a row's command prints the row's figures.
 
     python -m benchmarks.alignment [--data ../shared/data] [--forward RUN] [--reverse RUN2]
-        [--guided RUN3] [--aligner RUN4 [--aligner-reverse RUN5]]
+        [--layer N] [--guided RUN3] [--aligner RUN4 [--aligner-reverse RUN5]]
         [--eflomal-dir DIR | --eflomal-out DIR]
 
 Rows whose inputs are not given are left out, with a line on stderr saying why.
@@ -270,9 +271,10 @@ def model_rows(test, name, model, shifts=(False, True)):
     return rows
 
 
-def joined_rows(test, forward, reverse, name="attncli", shifts=(False, True)):
+def joined_rows(test, forward, reverse, name="attncli", shifts=(False, True), layer=None):
     """The reverse model's rows and the symmetrised ones, raw and shifted, by each of
-    `EXTRACTIONS` (see the module).
+    `EXTRACTIONS` (see the module), both models read at decoder block `layer` (None: each
+    model's last).
 
     One `attncli align RUN --reverse RUN2 --format json` per shift and extraction gives
     both directions' links (`forward`; `reverse`, already flipped) and their join by
@@ -286,6 +288,8 @@ def joined_rows(test, forward, reverse, name="attncli", shifts=(False, True)):
     for shift in shifts:
         for extraction in EXTRACTIONS:
             chosen, named = choice_options(shift, extraction), choice_name(shift, extraction)
+            if layer is not None:
+                chosen, named = ["--layer", layer, *chosen], f"{named}, layer {layer}"
             base = ["--reverse", reverse.run, "--symmetrize"]
             lines, command = attncli_align(
                 test, forward.run,
@@ -314,8 +318,9 @@ def joined_rows(test, forward, reverse, name="attncli", shifts=(False, True)):
     return [*reverse_rows, *(row for rows in symmetrized.values() for row in rows)]
 
 
-def attncli_rows(test, models):
-    """The rows of `attncli align` on the runs given (see the module)."""
+def attncli_rows(test, models, layer=None):
+    """The rows of `attncli align` on the runs given (see the module); the reverse and
+    symmetrised ones read at decoder block `layer` (None: the last)."""
     forward, reverse, guided = models["forward"], models["reverse"], models["guided"]
     rows = []
     if forward is None:
@@ -327,7 +332,7 @@ def attncli_rows(test, models):
             left_out("attncli reverse and symmetrised rows",
                      "no --reverse RUN2 (a French→English run) was given")
         else:
-            rows += joined_rows(test, forward, reverse)
+            rows += joined_rows(test, forward, reverse, layer=layer)
     if guided is None:
         left_out("attncli guided rows", "no --guided RUN3 (a run trained with guided "
                  "alignment) was given")
@@ -386,6 +391,11 @@ def arguments():
                         help="an English→French run with an alignment layer")
     parser.add_argument("--aligner-reverse", type=Path, metavar="RUN5",
                         help="a French→English run with an alignment layer (with --aligner)")
+    parser.add_argument("--layer", type=int, metavar="N",
+                        help="the decoder block of --forward and --reverse the reverse and "
+                             "symmetrised rows read, for Transformers (default: the last; "
+                             "Garg et al. 2019 found the penultimate's attention the closest "
+                             "to alignments)")
     eflomal = parser.add_mutually_exclusive_group()
     eflomal.add_argument("--eflomal-dir", type=Path, metavar="DIR",
                          help="read eflomal.fwd and eflomal.rev (of the training text with "
@@ -405,7 +415,7 @@ def main():
         if args.eflomal_dir is not None and not args.eflomal_dir.is_dir():
             raise AttncliError(f"--eflomal-dir {args.eflomal_dir}: no such folder")
         rows = [*diagonal_rows(test), *eflomal_rows(args, test), *published_rows(test),
-                *attncli_rows(test, models)]
+                *attncli_rows(test, models, args.layer)]
         check_rows(test, rows)
     except AttncliError as error:
         print(f"Error: {error}", file=sys.stderr)

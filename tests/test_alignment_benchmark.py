@@ -162,6 +162,32 @@ def test_a_transformer_gets_a_row_per_decoder_layer(tmp_path):
         "guided"].layers == [1, 2, 3]
 
 
+
+def test_layer_reads_both_models_at_that_block_in_every_joined_row(monkeypatch):
+    """`--layer N`: each `attncli align` of the reverse and symmetrised rows names the
+    block, and each row says it; without it, none does."""
+    commands = []
+
+    def attncli_align(test, run, options=()):
+        commands.append([str(option) for option in options])
+        record = {"forward": [[0, 0]], "reverse": [[0, 0]], "links": [[0, 0]]}
+        lines = [json.dumps(record) if "json" in commands[-1] else "0-0"] * 2
+        return lines, alignment.shown_command(run, options)
+
+    monkeypatch.setattr(alignment, "attncli_align", attncli_align)
+    test = SimpleNamespace(folder=Path("hansards"))
+    forward, reverse = (alignment.Model(Path(run), [1, 2, 3]) for run in ("enfr", "fren"))
+    rows = alignment.joined_rows(test, forward, reverse, layer=2)
+    assert commands and all(options[options.index("--layer") + 1] == "2"
+                            for options in commands)
+    assert all(row.method.endswith(", layer 2") and "--layer 2" in row.command
+               for row in rows)
+    commands.clear()
+    rows = alignment.joined_rows(test, forward, reverse)
+    assert commands and not any("--layer" in options for options in commands)
+    assert not any("layer" in row.method for row in rows)
+
+
 # A stand-in for the gold sentences in the fixture run's languages (Spanish -> English,
 # punctuation spaced off), repeated to the test set's 447 lines, with talp gold links.
 STAND_IN = [
