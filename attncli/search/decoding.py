@@ -36,7 +36,7 @@ maximum length; a row of padding (0) forces nothing, so each sentence of a batch
 prefix of its own length, or none.
 
 Greedy search, beam search and sampling are strategies of one loop (`search_loop`;
-`attncli.search.strategies`): `sample_search` draws each token at random
+`attncli.search.strategy`): `sample_search` draws each token at random
 (`attncli.search.sampling`).
 """
 
@@ -56,7 +56,8 @@ from attncli.search.search_steps import (  # noqa: F401 (re-exported)
     top_next_tokens,
     weight_steps,
 )
-from attncli.search.strategies import Beam, Greedy, check_sampling, strategy_for
+from attncli.search.beam import Beam
+from attncli.search.greedy import Greedy, Sampled
 
 
 def greedy_search(model, source_ids, search=SearchConfig(), *, prefix_ids=None,
@@ -108,10 +109,9 @@ def sample_search(model, source_ids, search, sampling, seeds, *, prefix_ids=None
     Returns:
         `Hypotheses` with `n = sampling.samples`, best score first.
     """
-    source_ids = tf.convert_to_tensor(source_ids, tf.int32)
-    strategy = strategy_for(search, sampling, source_ids, seeds, temperature)
-    return search_loop(model, source_ids, strategy, search, prefix_ids=prefix_ids,
-                       attention_weights=attention_weights, alpha=alpha)
+    check_sampling(search, sampling)
+    return search_loop(model, source_ids, Sampled(sampling, seeds, temperature), search,
+                       prefix_ids=prefix_ids, attention_weights=attention_weights, alpha=alpha)
 
 
 def beam_search(model, source_ids, search, *, prefix_ids=None, attention_weights=True,
@@ -135,24 +135,23 @@ def beam_search(model, source_ids, search, *, prefix_ids=None, attention_weights
     Returns:
         `Hypotheses` with `n = search.returned` (`n_best`), best first.
     """
-    return search_loop(model, source_ids, Beam(search.beam_size, search.returned), search,
+    return search_loop(model, source_ids, Beam(search), search,
                        prefix_ids=prefix_ids, attention_weights=attention_weights, alpha=alpha)
 
 
 def search_loop(model, source_ids, strategy, search, *, prefix_ids=None,
                 attention_weights=True, alpha=None):
-    """The one loop of every search: `strategy` (`attncli.search.strategies`) chooses.
+    """The one loop of every search; `strategy` (`attncli.search.strategy`) chooses.
 
     Each step decodes the rows still translating (`decode_rows`, a prefix's token
     forced where one is due), lets the strategy select each hypothesis's token and the
     rows that go on, and records the step's tokens, their `log p`, the attention
-    weights and (for a strategy that reorders its hypotheses) the parents. The loop ends
-    when no row is left to decode.
+    weights and the strategy's parents. The loop ends when no row is left to decode.
 
     Args:
         model: an encoder-decoder with `encode` and `decode_step` (see the module).
         source_ids: int32 `(batch_size, Ts)`, padded with 0.
-        strategy: a `Greedy`, `Sampled` or `Beam` (`strategy_for`).
+        strategy: a `Strategy` (`strategy_for`).
         search: a `SearchConfig`: its `alpha` and maximum lengths.
         prefix_ids, attention_weights, alpha: as for `greedy_search`.
 
@@ -161,38 +160,33 @@ def search_loop(model, source_ids, strategy, search, *, prefix_ids=None,
     """
     alpha = search.alpha if alpha is None else alpha
     source_ids = tf.convert_to_tensor(source_ids, tf.int32)
-    batch_size, copies = tf.shape(source_ids)[0], strategy.copies
     max_lengths = max_target_lengths(
         source_ids, search.max_length_ratio, search.max_length_offset
-    )[:, None]  # (batch, 1)
-    prefix_ids = _prefix_rows(prefix_ids, copies)
+    )
+    prefix_ids = _prefix_rows(prefix_ids, strategy.copies)
     memory, initial_state = model.encode(source_ids, training=False)
-    decoding, initial_state, memory, finished, log_probs = strategy.start(
-        batch_size, initial_state, memory)
+    decoding, initial_state, memory, hypotheses = strategy.start(
+        source_ids, initial_state, memory, max_lengths, alpha)
 
-    def step(t, token_ids, decoding, state, memory, finished, lengths, log_probs, tokens,
-             parents, token_log_probs, weights):
+    def step(t, token_ids, decoding, state, memory, hypotheses, tokens, parents,
+             token_log_probs, weights):
         top_log_probs, top_ids, state, step_weights = decode_rows(
             model, token_ids, state, memory, decoding, strategy.candidates,
             forced=_forced(prefix_ids, t), choose=strategy.choose(t),
         )  # (rows, k), (rows, k), the state of `decoding`, (rows, Ts)
-        chosen = strategy.select(t, top_log_probs, top_ids, finished, lengths, log_probs,
-                                 max_lengths, alpha)
+        chosen = strategy.select(t, top_log_probs, top_ids, hypotheses)
         if attention_weights:
-            step_weights = tf.reshape(step_weights, [batch_size, copies, -1])
-            weights = weights.write(t, strategy.follow(step_weights, chosen.parents))
+            weights = weights.write(t, strategy.follow(step_weights, chosen))
         decoding, state, memory = strategy.next_rows(chosen, decoding, state, memory)
         return (
             t + 1,
-            tf.reshape(chosen.token_ids, [-1]),
+            chosen.token_ids,
             decoding,
             state,
             memory,
-            chosen.finished,
-            chosen.lengths,
-            chosen.log_probs,
+            chosen.hypotheses,
             tokens.write(t, chosen.token_ids),
-            parents.write(t, chosen.parents) if strategy.reorders else parents,
+            strategy.record_parents(parents, t, chosen),
             token_log_probs.write(t, chosen.step_log_probs),
             weights,
         )
@@ -201,29 +195,26 @@ def search_loop(model, source_ids, strategy, search, *, prefix_ids=None,
         return tf.size(decoding) > 0
 
     def step_array(dtype):
-        return tf.TensorArray(dtype, size=0, dynamic_size=True, element_shape=[None, copies])
+        return tf.TensorArray(dtype, size=0, dynamic_size=True, element_shape=[None])
 
     loop_vars = (
         tf.constant(0),
-        tf.fill([batch_size * copies], START),
+        tf.fill(tf.shape(hypotheses.finished), START),
         decoding,
         initial_state,
         memory,
-        finished,
-        tf.zeros([batch_size, copies], tf.int32),
-        log_probs,
+        hypotheses,
         step_array(tf.int32),
-        strategy.parent_steps(),
+        strategy.parent_record(),
         step_array(tf.float32),
-        weight_steps([None, copies, None], attention_weights),
+        weight_steps([None, None], attention_weights),
     )
-    *_, lengths, log_probs, tokens, parents, token_log_probs, weights = tf.while_loop(
+    *_, hypotheses, tokens, parents, token_log_probs, weights = tf.while_loop(
         not_done, step, loop_vars, shape_invariants=_shape_invariants(loop_vars, 2, 4),
         maximum_iterations=tf.reduce_max(max_lengths),
     )
-    return strategy.result(
-        lengths, log_probs, tokens.stack(), parents.stack() if strategy.reorders else None,
-        token_log_probs.stack(), weights.stack() if attention_weights else None, alpha)
+    return strategy.result(hypotheses, tokens.stack(), parents, token_log_probs.stack(),
+                           weights.stack() if attention_weights else None)
 
 
 def _shape_invariants(loop_vars, first, last):
@@ -247,6 +238,37 @@ def _prefix_rows(prefix_ids, copies):
 def _forced(prefix_ids, t):
     """Each row's forced token at step `t` (`forced_tokens`); None without prefixes."""
     return None if prefix_ids is None else forced_tokens(prefix_ids, t)
+
+
+def check_sampling(search, sampling):
+    """Refuse a `sampling` with a beam: sampling draws each translation on its own.
+
+    Raises:
+        ValueError: naming the beam size.
+    """
+    if sampling is not None and search.beam_size != 1:
+        raise ValueError(
+            f"sampling draws each translation on its own, without a beam. "
+            f"Received: beam_size={search.beam_size}"
+        )
+
+
+def strategy_for(search, sampling=None, seeds=None, temperature=None):
+    """The strategy a request names: `Sampled` with a `sampling` (and each sentence's
+    `seeds`, a `temperature` tensor or None), else `Greedy` for `search.beam_size` 1 and
+    `Beam` for larger beams.
+
+    Raises:
+        ValueError: a `sampling` with a beam, or without `seeds`.
+    """
+    check_sampling(search, sampling)
+    if sampling is not None:
+        if seeds is None:
+            raise ValueError("sampling needs each sentence's seed. Received: seeds=None")
+        return Sampled(sampling, seeds, temperature)
+    if search.beam_size == 1:
+        return Greedy()
+    return Beam(search)
 
 
 def compile_search(model, search, *, sampling=None, prefixes=False, attention_weights=True,
@@ -295,7 +317,7 @@ def compile_search(model, search, *, sampling=None, prefixes=False, attention_we
         if settings:
             *inputs, alpha, temperature = inputs
         seeds = inputs[-1] if sampling is not None else None
-        strategy = strategy_for(search, sampling, source_ids, seeds, temperature)
+        strategy = strategy_for(search, sampling, seeds, temperature)
         return search_loop(model, source_ids, strategy, search, prefix_ids=prefix_ids,
                            attention_weights=attention_weights, alpha=alpha)
 
