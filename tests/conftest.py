@@ -1,8 +1,18 @@
 import os
+import sys
+from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+# The test files live in one folder per floor they test (tests/layers/, tests/model/, ...),
+# with no `__init__.py`: pytest imports each by its basename, unique across the folders,
+# with its own folder on sys.path. Some import what another file defines, in another folder
+# (`from test_decoding_model import searching` in tests/model/): every folder is on sys.path
+# from the start, so such an import finds its file whichever files run, in whatever order.
+sys.path.extend(str(folder) for folder in sorted(Path(__file__).resolve().parent.iterdir())
+                if folder.is_dir() and any(folder.glob("test_*.py")))
 
 # Fixtures built once per module (a trained run, an export, a server): their modules'
 # tests go to one pytest-xdist worker together.
@@ -34,9 +44,9 @@ def pytest_itemcollected(item):
 def pytest_collection_modifyitems(config, items):
     """Under `--dist loadgroup`, the slow tests of no group are collected first.
 
-    pytest-xdist hands out the groups first (most tests first), then every other test
-    one by one in the order collected, the files' alphabetical order: the run would end
-    on whatever slow tests the last files hold (test_workflow's trainings, tens of
+    pytest-xdist hands out the groups first (most tests first), then every other test one by
+    one in the order collected, the folders' and files' alphabetical order: the run would
+    end on whatever slow tests the last files hold (test_workflow's trainings, tens of
     seconds each), one worker busy with them while the other has nothing left. Collected
     first, they go out right after the groups, and the run ends on tests of a second or
     less. Their order among themselves, and every other test's, is kept.

@@ -3,7 +3,7 @@
     python tests/distributed_run.py CONFIG WORK_DIR [--cpu-devices N] [--set KEY=VALUE ...]
         [--runs none,mirrored]
 
-A helper of tests/test_distribute.py, run as a subprocess: logical CPU devices must be
+A helper of tests/training/test_distribute.py, run as a subprocess: logical CPU devices must be
 declared before TensorFlow starts, so a test process that has already run TensorFlow
 cannot. Each run of `--runs` trains the configuration from scratch with that
 `training.distribute` in `WORK_DIR/NAME`, then takes one more step on a batch of a

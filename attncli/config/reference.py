@@ -8,7 +8,7 @@ Every key of a run configuration comes from a field of the dataclasses of
 its allowed values are read from its type annotation (a `Literal`'s values, a number,
 `null` where `None` is allowed), and its meaning is the field's entry in the `Args:`
 of its class docstring. A key added to a section appears here when this runs again;
-tests/test_configuration_reference.py fails while the file is out of date.
+tests/config/test_configuration_reference.py fails while the file is out of date.
 """
 
 import argparse
