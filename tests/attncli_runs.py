@@ -28,11 +28,9 @@ WARMUP_STEPS = 40
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3", "COLUMNS": "500"}
 
 
-def attncli(*args, cwd, stdin=None, timeout=None):
+def attncli(*args, cwd, stdin=None):
     """`python -m attncli ARGS` in `cwd`, whatever its exit code, waiting as long as it
-    works (`process_watch`). `timeout` is ignored; test_sentencepiece and
-    test_cascade_encoder still pass one (other sessions own them: drop it there, then here).
-    """
+    works (`process_watch`)."""
     return process_watch.run([sys.executable, "-m", "attncli", *map(str, args)], cwd=cwd,
                              input=stdin, env=ENV)
 

@@ -12,13 +12,13 @@ import json
 import os
 import re
 import signal
-import subprocess
 import sys
 import textwrap
 import threading
 import time
 from pathlib import Path
 
+import process_watch
 import pytest
 from shared_data import shared_data
 
@@ -171,12 +171,11 @@ def test_the_command_trains_both_and_writes_the_table(tmp_path):
         pytest.skip(f"Joey NMT's environment is not made at {DEFAULT_VENV}: "
                     "python -m benchmarks.peers.joeynmt makes it on its first run")
     work = tmp_path / "work"
-    done = subprocess.run(
+    done = process_watch.run(
         [sys.executable, "-m", "benchmarks.peers.joeynmt", "--pairing", "recurrent",
          "--minutes", "0.2", "--limit", "30", "--vocab-size", "1000",
          "--cores", f"{CORE},{CORE}", "--data", data, "--work-dir", work],
-        cwd=REPO, capture_output=True, text=True, timeout=1800,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        cwd=REPO, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
     )
     assert done.returncode == 0, done.stderr[-3000:]
 

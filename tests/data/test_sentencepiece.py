@@ -236,8 +236,9 @@ def test_the_words_alignments_link_are_made_of_whole_pieces():
 
 @pytest.mark.slow
 def test_a_saved_model_runs_each_side_with_its_own_model(tmp_path, spa):
-    import subprocess
     import sys
+
+    import process_watch
 
     source, target = learned(spa.sources[:2000], 400), learned(spa.targets[:2000], 400)
     module = tf.Module()
@@ -256,8 +257,7 @@ def test_a_saved_model_runs_each_side_with_its_own_model(tmp_path, spa):
         "a, b = m.pieces(tf.constant([sys.argv[2]]))\n"
         "print(json.dumps([[p.decode() for p in t[0] if p] for t in (a.numpy(), b.numpy())]))\n"
     )
-    result = subprocess.run([sys.executable, "-c", code, str(tmp_path / "saved"), line],
-                            capture_output=True, text=True, timeout=600)
+    result = process_watch.run([sys.executable, "-c", code, str(tmp_path / "saved"), line])
     assert result.returncode == 0, result.stderr
     import json
 
@@ -279,13 +279,13 @@ def test_a_sentencepiece_run_trains_translates_and_refuses_a_missing_model(tmp_p
                       "--set", f"data.{side}.lowercase=false",
                       "--set", f"data.{side}.vocab_size=500"]
     succeeds(attncli("train", TINY, "--run-dir", "run", "--set", "training.epochs=1",
-                     *overrides, cwd=tmp_path, timeout=900))
+                     *overrides, cwd=tmp_path))
     run = tmp_path / "run"
     for directory in (run, run / "model"):
         for side in ("source", "target"):
             assert (directory / f"{side}.sentencepiece.model").is_file()
     lines = "Hola.\n¿Dónde  está el baño? 你好\n"
-    result = succeeds(attncli("translate", "run", cwd=tmp_path, stdin=lines, timeout=900))
+    result = succeeds(attncli("translate", "run", cwd=tmp_path, stdin=lines))
     assert len(result.stdout.splitlines()) == 2
 
     missing = attncli("train", TINY, "--run-dir", "other",

@@ -10,13 +10,13 @@ exported, and translated by both engines in whole processes.
 
 import gzip
 import json
-import subprocess
 import sys
 import textwrap
 from importlib import resources
 from pathlib import Path
 
 import numpy as np
+import process_watch
 import pytest
 from attncli_runs import ENV, attncli, succeeds, trained  # noqa: F401 (a fixture)
 from built_once import built_once
@@ -235,8 +235,7 @@ def engine_process(export, *arguments, stdin):
         print("HEAVY", sorted(name for name in ("tensorflow", "keras", "tensorflow_text")
                               if name in sys.modules))
     """)
-    result = subprocess.run([sys.executable, "-c", code], input=stdin, capture_output=True,
-                            text=True, timeout=120, env=ENV)
+    result = process_watch.run([sys.executable, "-c", code], input=stdin, env=ENV)
     assert result.returncode == 0, result.stderr
     *lines, heavy = result.stdout.splitlines()
     return lines, heavy

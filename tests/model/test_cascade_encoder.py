@@ -282,7 +282,7 @@ CASCADE_RUN = ["model.encoder=cascade", "model.merge_mode=concat", "model.encode
 def trained(tmp_path_factory):
     work = tmp_path_factory.mktemp("cascade")
     sets = [argument for setting in CASCADE_RUN for argument in ("--set", setting)]
-    succeeds(attncli("train", TINY, "--run-dir", "run", *sets, cwd=work, timeout=600))
+    succeeds(attncli("train", TINY, "--run-dir", "run", *sets, cwd=work))
     return work / "run"
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import h5py
 import httpx
 import numpy as np
+import process_watch
 import pytest
 from attncli_runs import ENV, trained  # noqa: F401 (a fixture)
 from typer.testing import CliRunner
@@ -100,7 +101,7 @@ def serving(folder, *arguments):
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
         try:
-            process.wait(timeout=120)
+            process_watch.wait(process)
         finally:
             process.kill()
 
@@ -133,9 +134,10 @@ def offline(started):
 
 
 def _wait_ready(process, log):
-    deadline = time.monotonic() + TIMEOUT
-    url = None
-    while time.monotonic() < deadline:
+    """Waits as long as the server works (`process_watch`) for its /health to answer 200;
+    returns its base URL."""
+    watch, url = process_watch.Watch([process]), None
+    while True:
         if process.poll() is not None:
             raise AssertionError(f"the server ended:\n{log.read_text()}")
         if url is None:
@@ -145,8 +147,8 @@ def _wait_ready(process, log):
                 assert httpx.get(url + "/health").status_code in (200, 503)
         elif httpx.get(url + "/health").status_code == 200:
             return url
+        watch.check()
         time.sleep(0.2)
-    raise AssertionError(f"not ready in time:\n{log.read_text()}")
 
 
 def post(url, path, body, **headers):
@@ -403,17 +405,19 @@ def test_sigterm_finishes_the_requests_in_flight_and_exits_0(server):
     process, url = server
     texts = [" ".join(["tom is here and he is tall"] * 6)] * 60
     body = {"texts": texts, "beam": 16, "n_best": 1}
+
+    def all_queued():
+        assert not any(future.done() for future in futures)  # all still in flight
+        return httpx.get(url + "/health").json()["queued"] >= 8 * len(texts)
+
     with ThreadPoolExecutor(8) as pool:
         futures = [pool.submit(post, url, "/translate", body) for _ in range(8)]
-        deadline = time.monotonic() + TIMEOUT
-        while httpx.get(url + "/health").json()["queued"] < 8 * len(texts):
-            assert time.monotonic() < deadline and not any(f.done() for f in futures)
-            time.sleep(0.01)
+        process_watch.wait_until(all_queued, process)
         process.send_signal(signal.SIGTERM)
         responses = [future.result() for future in futures]
     assert [response.status_code for response in responses] == [200] * 8
     first = responses[0].json()["translations"]
     assert all(response.json()["translations"] == first for response in responses)
-    assert process.wait(timeout=120) == 0
+    assert process_watch.wait(process) == 0
     with pytest.raises(httpx.ConnectError):
         httpx.get(url + "/health")

@@ -137,6 +137,8 @@ def test_sigterm_ends_the_server_while_a_client_holds_half_a_body(tmp_path_facto
             health += idle.recv(65536)
         assert health.startswith(b"HTTP/1.1 200")  # and the connection kept open
         process.send_signal(signal.SIGTERM)
+        # A fixed bound, not `process_watch.wait`, since it is what is tested: the server
+        # ends on SIGTERM, within 20 s, before the held body's 30 s timeout could end it.
         process.wait(timeout=20)
         assert process.returncode == 0
         assert [answer(client) for client in (holding, silent, idle)] == [None] * 3

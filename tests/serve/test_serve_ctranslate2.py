@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import numpy as np
+import process_watch
 import pytest
 from attncli_runs import ENV
 from cli_errors import one_line_error
@@ -66,19 +67,21 @@ def served(exported, tmp_path_factory):  # noqa: F811 (the fixture)
     finally:
         if process.poll() is None:
             process.kill()
-        process.wait(timeout=TIMEOUT)
+        process_watch.wait(process)
 
 
 def ready(process, log):
-    deadline = time.monotonic() + TIMEOUT
-    while time.monotonic() < deadline:
+    """Waits as long as the server works (`process_watch`) for its /health to answer 200;
+    returns its base URL."""
+    watch = process_watch.Watch([process])
+    while True:
         if process.poll() is not None:
             raise AssertionError(f"the server ended:\n{log.read_text()}")
         found = re.search(r"serving on (http://127\.0\.0\.1:\d+)", log.read_text())
         if found and httpx.get(found.group(1) + "/health").status_code == 200:
             return found.group(1)
+        watch.check()
         time.sleep(0.1)
-    raise AssertionError(f"not ready in time:\n{log.read_text()}")
 
 
 @pytest.fixture(scope="module")
@@ -269,6 +272,6 @@ def test_it_never_imports_tensorflow_and_stops_on_sigterm(served):
                                     "alignments": True}).status_code == 200
     assert httpx.get(url + "/").status_code == 200
     process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=TIMEOUT) == 0, log.read_text()
+    assert process_watch.wait(process) == 0, log.read_text()
     assert output.read_text().splitlines() == ["HEAVY []"]
     assert log.read_text().splitlines()[-1] == "stopped"
