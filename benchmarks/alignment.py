@@ -3,7 +3,7 @@ fast_align, GIZA++ and a diagonal, each scored by its alignment error rate.
 
 Prints one table on the 447 English–French sentences of the NAACL 2003 task
 (`hansards-en-fr/test.{en,fr}`, gold links `test.talp`): for each method the alignment
-error rate, precision and recall (Och & Ney 2003, `attncli.alignment.links`: every row
+error rate, precision and recall (Och & Ney 2003, `attncli.links`: every row
 scored by the same function, links read English first) and the command that made its
 links.
 
@@ -49,7 +49,7 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from attncli.alignment.links import parse_pharaoh
+from attncli.links import parse_pharaoh
 from attncli.alignment.symmetrization import JOINED_WEIGHTS, symmetrize
 from attncli.errors import AttncliError
 from benchmarks.alignment_table import (

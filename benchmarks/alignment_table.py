@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
-from attncli.alignment.links import check_within, parse_talp, score_corpus
+from attncli.links import check_within, parse_talp, score_corpus
 from attncli.alignment.symmetrization import SYMMETRIZATIONS, symmetrize
 from attncli.errors import AttncliError
 from benchmarks import eflomal_links

@@ -36,7 +36,7 @@ import sysconfig
 import time
 from pathlib import Path
 
-from attncli.alignment.links import format_pharaoh, parse_pharaoh
+from attncli.links import format_pharaoh, parse_pharaoh
 from attncli.alignment.symmetrization import symmetrize
 from attncli.errors import AttncliError
 

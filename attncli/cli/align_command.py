@@ -33,7 +33,7 @@ from attncli.alignment.extraction import (
     ATTENTIONS, EXTRACTIONS, AttentionChoice, ChoiceError, Extraction, FoldingError,
     forced_links, threshold_methods,
 )
-from attncli.alignment.links import Scores, format_pharaoh, score_sentence
+from attncli.links import Scores, format_pharaoh, score_sentence
 from attncli.alignment.symmetrization import (
     JOINED_WEIGHTS, METHODS, SYMMETRIZATIONS, symmetrize,
 )

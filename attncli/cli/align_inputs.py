@@ -4,7 +4,7 @@ the file and the line.
 Pairs (`PairSource`) come as tab-separated lines (`--input FILE`, or stdin: `source TAB
 target`, exactly two fields; stdin's answered as they arrive) or as two line-aligned files
 (`--source F --target F`). Gold links come from a talp file (`--gold FILE`,
-`attncli.alignment.links.parse_talp`), line-aligned with the pairs; each gold link must
+`attncli.links.parse_talp`), line-aligned with the pairs; each gold link must
 name words of its pair (its space-separated words).
 """
 
@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
-from attncli.alignment.links import LinkError, parse_talp
+from attncli.links import LinkError, parse_talp
 from attncli.cli.line_stream import LineReader, list_batches, read_lines
 from attncli.errors import AttncliError
 

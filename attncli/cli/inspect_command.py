@@ -57,7 +57,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from attncli.alignment.links import parse_talp
+from attncli.links import parse_talp
 from attncli.attentions import ATTENTIONS, LINKED, choices
 from attncli.cli.fonts import glyph_notice
 from attncli.cli.heatmap import heatmap_table, save_heatmap_png

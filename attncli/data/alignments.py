@@ -26,7 +26,7 @@ Pieces follow their words. The model reads pieces, and a word may be several (Wo
 import numpy as np
 import tensorflow as tf
 
-from attncli.alignment.links import LinkError, check_within, parse_pharaoh
+from attncli.links import LinkError, check_within, parse_pharaoh
 from attncli.data.readers import CorpusReport, _numbered_lines
 from attncli.data.text_rules import SPACE_TOKEN
 

@@ -198,7 +198,7 @@ class SentenceView:
         """The weights of block `layer` (1-based, None: the last) and `head` (1-based,
         None: the mean over the heads) as a titled `Matrix`; with `words`, folded into
         words. An attention over the source (cross, alignment) carries its links, and
-        with `words` the `gold` links (an `attncli.alignment.links.Gold`, checked with
+        with `words` the `gold` links (an `attncli.links.Gold`, checked with
         `check_gold`) if given."""
         matrices = self.attention(attention)
         index = self._layer_index(matrices, layer)
@@ -242,8 +242,8 @@ class SentenceView:
 
     def check_gold(self, gold, where="gold"):
         """Refuse gold links past the words of the source or of the translation shown
-        (`attncli.alignment.links.LinkError`, one line)."""
-        from attncli.alignment.links import check_within
+        (`attncli.links.LinkError`, one line)."""
+        from attncli.links import check_within
 
         check_within(gold.possible, len(self.source_words), len(self.target_words), where)
 

@@ -3,7 +3,7 @@ hand from Och & Ney 2003's definition."""
 
 import pytest
 
-from attncli.alignment.links import (
+from attncli.links import (
     Gold, LinkError, Scores, check_within, format_pharaoh, parse_pharaoh, parse_talp,
     score_corpus, score_sentence,
 )

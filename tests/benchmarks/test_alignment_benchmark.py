@@ -21,7 +21,7 @@ from cli_errors import one_line_error
 from process_watch import run
 from shared_data import shared_data
 
-from attncli.alignment.links import check_within, parse_pharaoh, parse_talp, score_corpus
+from attncli.links import check_within, parse_pharaoh, parse_talp, score_corpus
 from attncli.cli.app import app
 from benchmarks import alignment
 from benchmarks.alignment import PUBLISHED, diagonal, given_models

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 from typer.testing import CliRunner
 
-from attncli.alignment.links import LinkError
+from attncli.links import LinkError
 from attncli.cli.app import app
 from attncli.config.model import ModelSettings
 from attncli.config.training import GuidedAlignment, TrainingConfig

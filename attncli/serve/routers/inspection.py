@@ -88,7 +88,7 @@ def _reference(body, limits):
 
 def _gold(body, reference):
     """The request's gold links (`Gold`, None without them), read from the talp line."""
-    from attncli.alignment.links import LinkError, parse_talp
+    from attncli.links import LinkError, parse_talp
 
     if body.gold is None:
         return None
