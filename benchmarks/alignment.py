@@ -20,15 +20,15 @@ links.
 - **attncli**: `attncli align` run as a user runs it (the mean of the heads), on
   `--forward RUN` (English→French): the attention raw and shifted (Chen et al. 2020),
   each read by argmax and by mutual argmax (Jalili Sabet et al. 2020), per decoder layer
-  for a Transformer (else its one); with `--reverse RUN2` (French→English) the reverse
-  model's links and the symmetrised ones (Koehn et al. 2003), and the links read off the
-  mean of both directions' weights (`--symmetrize mean`), by both extractions, both
-  models read at their last layer or at `--layer N`; with `--guided RUN3` (an
-  English→French run trained with guided alignment) its rows as RUN's. With `--aligner
-  RUN4` (an English→French run with an alignment layer, `model.alignment_layer`, which
-  `attncli align` reads) its rows by both extractions (no shift: the layer reads the
-  token itself), and with `--aligner-reverse RUN5` (French→English, likewise) the
-  reverse and symmetrised ones.
+  for a Transformer (its rows named `attncli Transformer`); with `--reverse RUN2`
+  (French→English) the reverse model's links and the symmetrised ones (Koehn et al.
+  2003), and the links read off the mean of both directions' weights (`--symmetrize
+  mean`), by both extractions, both models read at their last layer or at `--layer N`;
+  with `--guided RUN3` (an English→French run trained with guided alignment) its rows as
+  RUN's. With `--aligner RUN4` (an English→French run with an alignment layer,
+  `model.alignment_layer`, which `attncli align` reads) its rows by both extractions (no
+  shift: the layer reads the token itself), and with `--aligner-reverse RUN5`
+  (French→English, likewise) the reverse and symmetrised ones.
   Adding `--gold $H/test.talp` to a row's command prints the row's figures.
 
     python -m benchmarks.alignment [--data ../shared/data] [--forward RUN] [--reverse RUN2]
@@ -211,6 +211,12 @@ def joined_rows(test, forward, reverse, name="attncli", shifts=(False, True), la
     return [*reverse_rows, *(row for rows in symmetrized.values() for row in rows)]
 
 
+def model_name(model):
+    """How the rows of `model` begin: `attncli`, or `attncli Transformer` for a model of
+    several cross-attention blocks (a self-attention decoder)."""
+    return "attncli" if model.layers == [None] else "attncli Transformer"
+
+
 def attncli_rows(test, models, layer=None):
     """The rows of `attncli align` on the runs given (see the module); the reverse and
     symmetrised ones read at decoder block `layer` (None: the last)."""
@@ -220,12 +226,13 @@ def attncli_rows(test, models, layer=None):
         left_out("attncli rows but the guided ones",
                  "no --forward RUN (an English→French run) was given")
     else:
-        rows += model_rows(test, "attncli en→fr", forward)
+        name = model_name(forward)
+        rows += model_rows(test, f"{name} en→fr", forward)
         if reverse is None:
             left_out("attncli reverse and symmetrised rows",
                      "no --reverse RUN2 (a French→English run) was given")
         else:
-            rows += joined_rows(test, forward, reverse, layer=layer)
+            rows += joined_rows(test, forward, reverse, name=name, layer=layer)
     if guided is None:
         left_out("attncli guided rows", "no --guided RUN3 (a run trained with guided "
                  "alignment) was given")

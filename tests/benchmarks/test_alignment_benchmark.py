@@ -162,7 +162,6 @@ def test_a_transformer_gets_a_row_per_decoder_layer(tmp_path):
         "guided"].layers == [1, 2, 3]
 
 
-
 def test_layer_reads_both_models_at_that_block_in_every_joined_row(monkeypatch):
     """`--layer N`: each `attncli align` of the reverse and symmetrised rows names the
     block, and each row says it; without it, none does."""
@@ -186,6 +185,12 @@ def test_layer_reads_both_models_at_that_block_in_every_joined_row(monkeypatch):
     rows = alignment.joined_rows(test, forward, reverse)
     assert commands and not any("--layer" in options for options in commands)
     assert not any("layer" in row.method for row in rows)
+
+
+def test_a_transformers_rows_are_named_so():
+    assert alignment.model_name(alignment.Model(Path("run"), [None])) == "attncli"
+    assert alignment.model_name(alignment.Model(Path("run"), [1, 2, 3])) == (
+        "attncli Transformer")
 
 
 # A stand-in for the gold sentences in the fixture run's languages (Spanish -> English,
