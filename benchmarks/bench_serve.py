@@ -94,12 +94,12 @@ def validation_sources(run, count, data_dir=None):
 def offline_rate(run, path, beam):
     """Sentences per second of `attncli translate --input` after start-up (this process)."""
     from attncli.cli.runs import model_directory
-    from attncli.cli.runs import search_config, translate_lines
+    from attncli.cli.runs import asked_decoding, translate_lines
     from attncli.cli.translate_streams import BUFFERED_BATCHES
     from attncli.search.ensemble import load_ensemble
 
     loaded = load_ensemble([model_directory(run)])
-    translator = loaded.translator(search_config(loaded.search, beam, None, None),
+    translator = loaded.translator(asked_decoding(loaded.search, beam=beam),
                                    attention_weights=False)
     lines = Path(path).read_text("utf-8").split("\n")[:-1]
     translate_lines(translator, lines[:64])  # start-up: the search is traced

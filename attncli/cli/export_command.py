@@ -37,7 +37,7 @@ from attncli.cli.export_check import (
     validation_sentences, vocabulary_sentences,
 )
 from attncli.cli.options import RUN_HELP, import_tensorflow, stderr_console
-from attncli.cli.runs import model_directory, run_name, search_config
+from attncli.cli.runs import asked_decoding, model_directory, run_name
 from attncli.config.search import Sampling
 from attncli.errors import AttncliError, shown
 from attncli.export import ctranslate2_export as ctranslate2_files
@@ -178,14 +178,14 @@ def export_saved_model(*, run_path, destination, beam, alpha, n_best, samples, c
     from attncli.search.ensemble import load_ensemble
 
     loaded = load_ensemble(members)
-    searches = {"greedy": search_config(loaded.search, 1, alpha, None),
-                "beam": search_config(loaded.search, beam, alpha, n_best)}
+    greedy = asked_decoding(loaded.search, beam=1, alpha=alpha)
+    decodings = {"greedy": greedy, "sample": greedy._replace(sampling=drawing),
+                 "beam": asked_decoding(loaded.search, beam=beam, alpha=alpha, n_best=n_best)}
     samples = list(samples) or sample_sentences(loaded.source_tokenizer, run_path)
     # The translators the export's signatures call: the texts they give here are those the
     # export must reproduce, and the export reuses their traces.
     translators = serving.signature_translators(
-        loaded.model, loaded.source_tokenizer, loaded.target_tokenizer,
-        greedy=searches["greedy"], beam=searches["beam"], sampling=drawing,
+        loaded.model, loaded.source_tokenizer, loaded.target_tokenizer, decodings,
         source_end=loaded.source_end,
     )
     prefixes = check_prefixes(translators["greedy"], samples)
@@ -209,17 +209,18 @@ def export_saved_model(*, run_path, destination, beam, alpha, n_best, samples, c
             f"{destination} was created or filled while exporting; nothing was replaced, "
             "give a new directory"
         ) from None
-    report(console, destination, searches, drawing, ops, samples, prefixes, served)
+    report(console, destination, decodings, ops, samples, prefixes, served)
     return 0
 
 
-def report(console, destination, searches, drawing, ops, samples, prefixes, served):
-    """What was written and what the check found, on stderr."""
+def report(console, destination, decodings, ops, samples, prefixes, served):
+    """What was written (each signature's `Decoding`) and what the check found, on
+    stderr."""
 
     def say(text):
         console.print(text, highlight=False, markup=False, soft_wrap=True)
 
-    beam = searches["beam"]
+    beam, drawing = decodings["beam"].search, decodings["sample"].sampling
     say(f"exported to {destination}: a TensorFlow SavedModel")
     say(f"  signatures: greedy (also serving_default); beam with beam_size={beam.beam_size}, "
         f"n_best={beam.n_best or beam.beam_size}, alpha={beam.alpha}, at most "
@@ -259,15 +260,16 @@ def export_ctranslate2(*, run_path, destination, beam, alpha, n_best, samples, c
     claim_destination(destination, console)
     load_tensorflow()
     loaded = load_model(directory)
-    searches = {"greedy": search_config(loaded.search, 1, alpha, None),
-                "beam": search_config(loaded.search, beam, alpha, n_best)}
+    decodings = {"greedy": asked_decoding(loaded.search, beam=1, alpha=alpha),
+                 "beam": asked_decoding(loaded.search, beam=beam, alpha=alpha, n_best=n_best)}
     # A blank line is not translated by `attncli translate`: there is nothing to compare.
     samples = [sample for sample in samples if sample.strip()] or (
         validation_sentences(run_path, CTRANSLATE2_SAMPLES)
         or vocabulary_sentences(loaded.source_tokenizer))
     wanted = {name: ctranslate2_files.expected(
-                  loaded.translator(search, attention_weights=False), samples)
-              for name, search in searches.items()}
+                  loaded.translator(decoding, attention_weights=False), samples)
+              for name, decoding in decodings.items()}
+    searches = {name: decoding.search for name, decoding in decodings.items()}
     name = run_name(run_path, directory)
     try:
         with new_directory(destination) as staging:

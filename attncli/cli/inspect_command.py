@@ -281,8 +281,8 @@ def inspect(*, run_path, text, beam, png, step, params, decimals, attention=None
     record = None
     if lines:
         # Everything that can be refused is checked before any table is printed.
-        search = inspection_search(loaded, beam)
-        translator = loaded.translator(search)
+        decoding = inspection_search(loaded, beam)
+        translator = loaded.translator(decoding)
         for number, view in sentence_views(loaded, translator, lines, reference).items():
             shown[number] = (view, shown_matrix(view, attention, layer, head, words, gold))
         if step is not None:
@@ -297,7 +297,8 @@ def inspect(*, run_path, text, beam, png, step, params, decimals, attention=None
     if not lines:
         return 0
     search_name = ("the reference, forced" if reference is not None else
-                   "greedy" if search.beam_size == 1 else f"beam {search.beam_size}")
+                   "greedy" if decoding.search.beam_size == 1
+                   else f"beam {decoding.search.beam_size}")
     missing = set()
     for number, (view, matrix) in shown.items():
         text_out = view.hypotheses[view.shown]["text"]
@@ -327,7 +328,7 @@ def inspect(*, run_path, text, beam, png, step, params, decimals, attention=None
     if missing:
         print(glyph_notice(sorted(missing)), file=sys.stderr)
     if html is not None:
-        write_offline_page(html, shown[1][0], run_name(run_path, directory), search,
+        write_offline_page(html, shown[1][0], run_name(run_path, directory), decoding,
                            words=words, gold=gold, attention=attention)
         out.print(f"saved {html}", highlight=False, markup=False)
     if record is not None:

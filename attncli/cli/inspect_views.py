@@ -9,7 +9,7 @@ import numpy as np
 from rich.table import Table
 
 from attncli.cli.line_stream import read_lines
-from attncli.cli.runs import search_config, translate_lines
+from attncli.cli.runs import asked_decoding, translate_lines
 from attncli.errors import AttncliError
 from attncli.search.inspection import inspect_reference, inspect_sentence
 from attncli.search.sentence_view import SelectionError
@@ -59,9 +59,9 @@ def read_sentences(input_file):
 
 
 def inspection_search(loaded, beam):
-    """The run's own search (as `translate` uses it), with `beam` if given, one
-    hypothesis per sentence."""
-    return search_config(loaded.search, beam, None, 1)
+    """The `Decoding` of the run's own search (as `translate` uses it), with `beam` if
+    given, one hypothesis per sentence."""
+    return asked_decoding(loaded.search, beam=beam, n_best=1)
 
 
 def sentence_views(loaded, translator, lines, reference=None):

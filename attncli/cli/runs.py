@@ -5,6 +5,9 @@ settings, translate lines."""
 from importlib import resources
 from pathlib import Path
 
+from attncli.config.search import (
+    SamplingOptions, SearchSettingError, requested_decoding,
+)
 from attncli.errors import AttncliError
 from attncli.training.run_directory import RunDirectory
 
@@ -85,13 +88,28 @@ def split_lines(text):
     return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
-def search_config(base, beam, alpha, n_best):
-    """The run's decoding settings `base` with the command line's changes applied
-    (`SearchConfig.adjusted`); settings that do not go together are one line."""
+# The options of sampling as the command line spells them.
+SAMPLING_OPTIONS = SamplingOptions(
+    sampling="--sampling", temperature="--temperature", seed="--seed", beam="--beam",
+    n_best="--n-best", asking="--sampling random (or topk:K, topp:P)", per="line",
+    value_prefix="--sampling: ",
+)
+
+
+def asked_decoding(base, *, beam=None, alpha=None, n_best=None, sampling=None,
+                   temperature=None, seed=None, prefix=None):
+    """The `Decoding` the command line asks for (`requested_decoding`): the run's search
+    `base` with `--beam`, `--alpha` and `--n-best`, or `--sampling` with its
+    `--temperature` and `--seed`, and `--prefix`; options not given are None. What does
+    not go together is one line."""
     try:
-        return base.adjusted(beam_size=beam, alpha=alpha, n_best=n_best)
-    except ValueError as error:
+        return requested_decoding(base, SAMPLING_OPTIONS, beam=beam, alpha=alpha,
+                                  n_best=n_best, sampling=sampling, temperature=temperature,
+                                  seed=seed, prefix=prefix)
+    except SearchSettingError as error:
         raise AttncliError(f"{error}; adjust --beam / --n-best / --alpha") from None
+    except ValueError as error:
+        raise AttncliError(str(error)) from None
 
 
 def translate_lines(translator, lines, batch_size=64, prefixes=None, seed=0):

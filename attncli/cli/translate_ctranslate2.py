@@ -7,7 +7,7 @@ import sys
 
 from attncli.cli.engines import exported, require_ctranslate2
 from attncli.cli.options import discard_stdout
-from attncli.cli.runs import search_config
+from attncli.cli.runs import asked_decoding
 from attncli.cli.translate_streams import BUFFERED_BATCHES, INTERRUPTED, format_line, open_input
 from attncli.export.ctranslate2_engine import ExportedTranslator, read_settings
 
@@ -21,7 +21,8 @@ def translate_exported(run_path, texts, input_file, beam, alpha, n_best, output_
     require_ctranslate2()
     translator = ExportedTranslator(
         run_path, compute_type or "float32",
-        search=search_config(read_settings(run_path)["decoding"], beam, alpha, n_best),
+        search=asked_decoding(read_settings(run_path)["decoding"], beam=beam, alpha=alpha,
+                              n_best=n_best).search,
         attention_weights=output_format == "json",
     )
     if source.interactive:

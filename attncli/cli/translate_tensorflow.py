@@ -9,12 +9,12 @@ from pathlib import Path
 
 from attncli.cli.engines import not_exported
 from attncli.cli.options import discard_stdout
-from attncli.cli.runs import model_directory, search_config, translate_lines
+from attncli.cli.runs import SAMPLING_OPTIONS, asked_decoding, model_directory, translate_lines
 from attncli.cli.translate_streams import (
     BUFFERED_BATCHES, INTERRUPTED, check_alignment, format_line, line_prefixes, open_input,
     read_prefixes, read_references,
 )
-from attncli.config.search import SamplingOptions, requested_sampling
+from attncli.config.search import requested_sampling
 from attncli.errors import AttncliError, clipped
 from attncli.search.alignments import align_translation
 from attncli.search.evaluation import reference_form, reference_normaliser
@@ -30,7 +30,7 @@ def translate_searched(*, run_path, texts, input_file, beam, alpha, n_best, outp
     members = [directory, *(model_directory(path) for path in ensemble)]
     source = open_input(texts, input_file)
     references = read_references(reference, source.count) if reference is not None else None
-    drawing = sampling_of(sampling, temperature, seed, beam, n_best)
+    check_sampling(sampling, temperature, seed, beam, n_best)
     prefix, prefix_lines = read_prefixes(prefix, prefix_file, source.count)
     if source.interactive:
         console.print("reading sentences from the terminal, one per line; Ctrl-D ends",
@@ -44,18 +44,18 @@ def translate_searched(*, run_path, texts, input_file, beam, alpha, n_best, outp
         levels = loaded.source_tokenizer.level, loaded.target_tokenizer.level
         if replace_unk:
             check_replace_unk(levels[1])
-        search = (search_config(loaded.search, 1, alpha, 1) if drawing is not None
-                  else search_config(loaded.search, beam, alpha, n_best))
+        decoding = asked_decoding(loaded.search, beam=beam, alpha=alpha, n_best=n_best,
+                                  sampling=sampling, temperature=temperature, seed=seed,
+                                  prefix=prefix)
         translator = loaded.translator(
-            search, attention_weights=output_format == "json" or alignments or replace_unk,
-            sampling=drawing,
+            decoding, attention_weights=output_format == "json" or alignments or replace_unk,
         )
         quiet = source.interactive or sys.stdout.isatty()
         with (nullcontext() if quiet else console.status("translating")) as status:
             for lines in source.batches(batch_size * BUFFERED_BATCHES):
                 prefixes = line_prefixes(prefix, prefix_lines, prefix_file, written, len(lines))
                 results = translate_with_prefixes(
-                    translator, lines, batch_size, prefixes, seed or 0, written, prefix_file
+                    translator, lines, batch_size, prefixes, decoding.seed, written, prefix_file
                 )
                 links = [None] * len(results)
                 if alignments or replace_unk:
@@ -115,19 +115,12 @@ def reference_scores(task, best, references, target_tokenizer):
     return f"BLEU {scores.bleu:.2f}  chrF {scores.chrf:.2f}  ({form}; {scores.bleu_signature})"
 
 
-# The options of sampling as the command line spells them.
-SAMPLING_OPTIONS = SamplingOptions(
-    sampling="--sampling", temperature="--temperature", seed="--seed", beam="--beam",
-    n_best="--n-best", asking="--sampling random (or topk:K, topp:P)", per="line",
-    value_prefix="--sampling: ",
-)
-
-
-def sampling_of(sampling, temperature, seed, beam, n_best):
-    """The `Sampling` of `--sampling`, `--temperature` and `--n-best` (None without
-    `--sampling`); options that do not go with it are one line."""
+def check_sampling(sampling, temperature, seed, beam, n_best):
+    """Refuse, in one line and before TensorFlow loads, `--sampling`, `--temperature` and
+    `--seed` that do not go with each other or `--beam` and `--n-best` (the `Decoding`
+    is made once the run's search is read)."""
     try:
-        return requested_sampling(SAMPLING_OPTIONS, sampling, temperature, seed, beam, n_best)
+        requested_sampling(SAMPLING_OPTIONS, sampling, temperature, seed, beam, n_best)
     except ValueError as error:
         raise AttncliError(str(error)) from None
 

@@ -11,7 +11,7 @@ from typing import Literal
 
 from attncli.config.schema import check_choices
 
-#: The tokenizer levels (a class each: `attncli.data.tokenization.LEVEL_CLASSES`).
+#: The tokenizer levels (a class each: `attncli.data.levels.LEVEL_CLASSES`).
 LEVELS = ("char", "word", "subword", "sentencepiece", "pretokenized")
 #: The Unicode normal forms a side may apply.
 NORMALIZATIONS = ("NFC", "NFKC", "NFD", "NFKD")

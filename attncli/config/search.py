@@ -2,6 +2,7 @@
 
 import dataclasses
 import math
+import typing
 
 from attncli.errors import clipped, shown
 
@@ -256,3 +257,73 @@ def requested_sampling(options, sampling, temperature, seed, beam, n_best):
             message = message.replace(f"{field} must", f"{name} must").replace(
                 f"Received: {field}=", f"Received: {name}=")
         raise ValueError(options.value_prefix + message) from None
+
+
+class SearchSettingError(ValueError):
+    """A request's beam, alpha and n-best do not go with each other or the run's search
+    (`SearchConfig.adjusted`'s message), as distinct from its sampling options'."""
+
+
+class Decoding(typing.NamedTuple):
+    """How a command or a request asks for translations: the one object every front end
+    (`attncli translate`, the server, `attncli export`) makes of its options
+    (`requested_decoding`) and hands whole to the search (`attncli.search.translation.Translator`).
+    Hashable: the server merges requests that decode alike.
+
+    Attributes:
+        search: the `SearchConfig`. Defaults to `SearchConfig()` (greedy).
+        sampling: a `Sampling` drawing the translations instead, or None (search).
+        prefix: what every translation begins with ("" for nothing).
+        seed: the sampling's seed.
+    """
+
+    search: SearchConfig = SearchConfig()
+    sampling: Sampling | None = None
+    prefix: str = ""
+    seed: int = 0
+
+    @classmethod
+    def of(cls, setting):
+        """`setting` as a `Decoding`: a `SearchConfig` searches with nothing more asked,
+        None is `Decoding()`."""
+        if setting is None:
+            return cls()
+        return setting if isinstance(setting, Decoding) else cls(setting)
+
+    @property
+    def returned(self):
+        """Translations per sentence: the samples drawn, or the search's `n_best`."""
+        return self.sampling.samples if self.sampling is not None else self.search.returned
+
+    def to_dict(self):
+        """The search's settings, and the prefix and sampling when asked for."""
+        settings = self.search.to_dict()
+        if self.prefix:
+            settings["prefix"] = self.prefix
+        if self.sampling is not None:
+            settings.update(sampling=str(self.sampling), temperature=self.sampling.temperature,
+                            samples=self.sampling.samples, seed=self.seed)
+        return settings
+
+
+def requested_decoding(defaults, options, *, beam=None, alpha=None, n_best=None,
+                       sampling=None, temperature=None, seed=None, prefix=None):
+    """The `Decoding` a command or request asks for: the run's search `defaults` with its
+    `beam`, `alpha` and `n_best` (`SearchConfig.adjusted`), or, with `sampling`, `n_best`
+    draws at `temperature` (`requested_sampling`: a greedy search's alpha and lengths,
+    no beam); each translation begins with `prefix`. Options not given are None.
+
+    Raises:
+        ValueError: a sampling option is wrong, in one line naming it as `options`
+            spells it; `SearchSettingError` (a `ValueError`) when the search settings do
+            not go together.
+    """
+    drawing = requested_sampling(options, sampling, temperature, seed, beam, n_best)
+    try:
+        if drawing is None:
+            search = defaults.adjusted(beam_size=beam, alpha=alpha, n_best=n_best)
+        else:
+            search = defaults.adjusted(beam_size=1, alpha=alpha, n_best=1)
+    except ValueError as error:
+        raise SearchSettingError(str(error)) from None
+    return Decoding(search, drawing, prefix or "", seed or 0)

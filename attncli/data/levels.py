@@ -1,8 +1,10 @@
 """Tokenizer levels: how normalised text is cut into tokens, and tokens joined into text.
 
-One class per level, each with the interface of `Level`; `attncli.data.tokenization`
-finds them by name (`LEVEL_CLASSES`), and its `Tokenizer` normalises text, then hands it
-to its level.
+One class per level, each with the interface of `Level` and registered by its name in
+`LEVEL_CLASSES` (`@registered`); the `Tokenizer` of `attncli.data.tokenization` normalises
+text, then hands it to the class of its level. A new level is its class here (or in a
+module of its own that `tokenization` imports, as `sentencepiece_level`) and its name in
+`attncli.config.data.LEVELS`, which the configuration checks before TensorFlow loads.
 
 - `char` (`CharLevel`): one token per Unicode character; a space becomes the visible
   token `▁` so the vocabulary file stays one token per line and joining restores the
@@ -43,6 +45,20 @@ from attncli.data.text_rules import (
 from attncli.data.vocabulary import Vocabulary, read_vocab_file
 from attncli.data.wordpiece import learn_wordpieces
 from attncli.errors import DataError
+
+#: Each tokenizer level's class, by the level's name (`data.source.level`).
+LEVEL_CLASSES: dict[str, type] = {}
+
+
+def registered(level_class):
+    """Class decorator: `level_class` is the level of its `name` (`LEVEL_CLASSES`)."""
+    known = LEVEL_CLASSES.get(level_class.name)
+    where = (level_class.__module__, level_class.__qualname__)
+    if known is not None and (known.__module__, known.__qualname__) != where:
+        raise ValueError(f"tokenizer level {level_class.name!r} has a class already: "
+                         f"{known.__qualname__}")
+    LEVEL_CLASSES[level_class.name] = level_class
+    return level_class
 
 
 class Level:
@@ -98,6 +114,7 @@ class Level:
         return Vocabulary.from_counts(counts, max_size=max_size, min_count=min_count)
 
 
+@registered
 class CharLevel(Level):
     """`char`: one token per character, a space spelt `▁`."""
 
@@ -112,6 +129,7 @@ class CharLevel(Level):
         return tf.strings.regex_replace(joined, SPACE_TOKEN, " ")
 
 
+@registered
 class WordLevel(Level):
     """`word`: words, punctuation marks and symbols, Han and kana characters."""
 
@@ -124,6 +142,7 @@ class WordLevel(Level):
         return _written_spacing(tf.strings.reduce_join(tokens, axis=-1, separator=" "))
 
 
+@registered
 class SubwordLevel(WordLevel):
     """`subword`: each word of the `word` split cut into WordPiece pieces of the
     tokenizer's vocabulary."""
@@ -163,6 +182,7 @@ class SubwordLevel(WordLevel):
         return Vocabulary(learn_wordpieces(words, max_size, min_count))
 
 
+@registered
 class PretokenizedLevel(Level):
     """`pretokenized`: the pieces given, split on whitespace and joined by `joiner`."""
 

@@ -20,7 +20,7 @@ import tensorflow as tf
 import tensorflow_text as text
 from tensorflow_text.python.ops.sentencepiece_tokenizer import gen_sentencepiece_tokenizer
 
-from attncli.data.levels import Level
+from attncli.data.levels import Level, registered
 from attncli.data.quiet_stderr import quiet_stderr
 from attncli.data.vocabulary import (
     END, END_TOKEN, PAD, PAD_TOKEN, RESERVED_TOKENS, START, START_TOKEN, UNK, UNK_TOKEN, Vocabulary,
@@ -28,6 +28,7 @@ from attncli.data.vocabulary import (
 from attncli.errors import DataError, clipped
 
 
+@registered
 class SentencepieceLevel(Level):
     """`sentencepiece`: the pieces of the tokenizer's SentencePiece model, which
     `learn` learns from the training text unless the tokenizer was given one; the

@@ -1,7 +1,7 @@
 """The tokenizer of one side: normalisation, its level's tokens, their ids, its files.
 
 A `Tokenizer` normalises text with tensorflow-text, hands it to the class of its level
-(`LEVEL_CLASSES`: `char`, `word`, `subword` and `pretokenized` in `attncli.data.levels`,
+(`attncli.data.levels.LEVEL_CLASSES`: `char`, `word`, `subword` and `pretokenized` there,
 `sentencepiece` in `attncli.data.sentencepiece_level`) to be cut into tokens or joined
 back into text, and maps tokens to ids with its `Vocabulary`. `learn_tokenizer` makes
 the tokenizer of a side's settings (`attncli.config.data.SideConfig`) with its
@@ -17,21 +17,15 @@ from pathlib import Path
 import tensorflow as tf
 import tensorflow_text as text
 
-from attncli.config.data import NORMALIZATIONS, check_level_options
-from attncli.data.levels import CharLevel, PretokenizedLevel, SubwordLevel, WordLevel, split_words
+from attncli.config.data import LEVELS, NORMALIZATIONS, check_level_options
+from attncli.data.levels import LEVEL_CLASSES, split_words
 from attncli.data.quiet_stderr import quiet_stderr
-from attncli.data.sentencepiece_level import SentencepieceLevel, sentencepiece_vocabulary
+from attncli.data.sentencepiece_level import sentencepiece_vocabulary  # registers its level
 from attncli.data.sentencepiece_models import read_sentencepiece_model, sentencepiece_file
 from attncli.data.sources import side_file
 from attncli.data.vocabulary import END, PAD, START, Vocabulary
 from attncli.errors import DataError, shown
 from attncli.files import write_atomically, write_text_atomically
-
-#: Each tokenizer level's class, by the level's name (`data.source.level`).
-LEVEL_CLASSES = {
-    level.name: level
-    for level in (CharLevel, WordLevel, SubwordLevel, SentencepieceLevel, PretokenizedLevel)
-}
 
 #: Tokenizer settings newer than the first runs: a file without them means their defaults.
 _LATER_KEYS = ("joiner", "sentencepiece_type")
@@ -100,7 +94,7 @@ class Tokenizer:
     ):
         if level not in LEVEL_CLASSES:
             raise DataError(
-                f"tokenizer level must be one of {', '.join(LEVEL_CLASSES)}. "
+                f"tokenizer level must be one of {', '.join(LEVELS)}. "
                 f"Received: level={shown(level)}"
             )
         if normalization is not None and normalization not in NORMALIZATIONS:

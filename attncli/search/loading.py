@@ -37,17 +37,17 @@ class LoadedModel(NamedTuple):
     metadata: dict
     search: SearchConfig = SearchConfig()
 
-    def translator(self, search=None, attention_weights=True, sampling=None, settings=False):
-        """A `Translator` for this model with `search` (a `SearchConfig`; the run's own,
-        `self.search`, if None); `attention_weights=False` leaves the weights out
-        (`Hypothesis.weights` is None); `sampling` (a `Sampling`) draws translations;
+    def translator(self, decoding=None, attention_weights=True, settings=False):
+        """A `Translator` for this model with `decoding` (a `Decoding`, or a
+        `SearchConfig`; the run's own search, `self.search`, if None);
+        `attention_weights=False` leaves the weights out (`Hypothesis.weights` is None);
         `settings=True` takes alpha and the temperature at each call (`Translator`)."""
         from attncli.search.translation import Translator
 
         return Translator(
             self.model, self.source_tokenizer, self.target_tokenizer,
-            self.search if search is None else search, self.source_end,
-            attention_weights=attention_weights, sampling=sampling, settings=settings,
+            self.search if decoding is None else decoding, self.source_end,
+            attention_weights=attention_weights, settings=settings,
         )
 
 

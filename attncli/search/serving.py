@@ -88,19 +88,35 @@ def export_saved_model(
     Args:
         directory: an absent or empty directory (`attncli.files.new_directory` gives one
             that is put in place only once written).
-        model, source_tokenizer, target_tokenizer, greedy, beam, sampling, source_end:
-            as `signature_translators` takes them.
+        model, source_tokenizer, target_tokenizer, source_end: as `signature_translators`
+            takes them.
+        greedy, beam, sampling: as `signature_decodings` takes them.
     """
     write_saved_model(directory, signature_translators(
-        model, source_tokenizer, target_tokenizer, greedy=greedy, beam=beam,
-        sampling=sampling, source_end=source_end,
+        model, source_tokenizer, target_tokenizer, signature_decodings(greedy, beam, sampling),
+        source_end=source_end,
     ))
 
 
-def signature_translators(
-    model, source_tokenizer, target_tokenizer, *, greedy, beam, sampling=None,
-    source_end=False,
-):
+def signature_decodings(greedy, beam, sampling=None):
+    """The `Decoding` of each kind of signature, as `signature_translators` takes them.
+
+    Args:
+        greedy: the `SearchConfig` of the `greedy` signatures (`beam_size` 1); the
+            `sample` signature's alpha and maximum length too.
+        beam: the `SearchConfig` of the `beam` signatures (`beam_size` 1 gives greedy
+            search there too).
+        sampling: the `Sampling` of the `sample` signature (its `samples` must be 1).
+            Defaults to `Sampling()`: the whole distribution at temperature 1.
+    """
+    from attncli.config.search import Decoding, Sampling
+
+    return {"greedy": Decoding(greedy), "beam": Decoding(beam),
+            "sample": Decoding(greedy, Sampling() if sampling is None else sampling)}
+
+
+def signature_translators(model, source_tokenizer, target_tokenizer, decodings, *,
+                          source_end=False):
     """The `Translator`s the signatures of the module call, as `write_saved_model` takes
     them: {"greedy": ..., "beam": ..., "sample": ...}, without attention weights and
     without per-call settings.
@@ -108,29 +124,31 @@ def signature_translators(
     Args:
         model: the `Seq2Seq`, or an `Ensemble` of them.
         source_tokenizer, target_tokenizer: `Tokenizer`s with their vocabularies.
-        greedy: the `SearchConfig` of the `greedy` signatures (`beam_size` 1); the
-            `sample` signature's alpha and maximum length too.
-        beam: the `SearchConfig` of the `beam` signatures (`beam_size` 1 gives greedy
-            search there too).
-        sampling: the `Sampling` of the `sample` signature (its `samples` must be 1).
-            Defaults to `Sampling()`: the whole distribution at temperature 1.
+        decodings: the `Decoding` of each kind, by the same names (`signature_decodings`):
+            `greedy` searches with `beam_size` 1, `sample` draws one translation per
+            sentence; their prefixes and seeds are the signatures' inputs.
         source_end: bool, append the end id to each source, as the model was trained.
             Defaults to False.
     """
-    from attncli.config.search import Sampling
-
-    sampling = Sampling() if sampling is None else sampling
-    if greedy.beam_size != 1:
-        raise ValueError(
-            f"the greedy signature needs beam_size=1. Received: beam_size={greedy.beam_size}"
-        )
-    if sampling.samples != 1:
+    if set(decodings) != {"greedy", "beam", "sample"}:
+        raise ValueError(f"the signatures are greedy, beam and sample. Received: "
+                         f"{', '.join(decodings)}")
+    for kind, decoding in decodings.items():
+        if decoding.prefix or decoding.seed:
+            raise ValueError(f"the {kind} signature takes its prefixes and seeds as inputs. "
+                             f"Received: prefix={decoding.prefix!r}, seed={decoding.seed}")
+        if (decoding.sampling is None) != (kind != "sample"):
+            raise ValueError(f"the sample signature samples, and only it. Received: "
+                             f"{kind} with sampling={decoding.sampling}")
+        if kind != "beam" and decoding.search.beam_size != 1:
+            raise ValueError(f"the {kind} signature needs beam_size=1. "
+                             f"Received: beam_size={decoding.search.beam_size}")
+    if decodings["sample"].sampling.samples != 1:
         raise ValueError(f"the sample signature draws one translation per sentence. "
-                         f"Received: samples={sampling.samples}")
-    searches = {"greedy": (greedy, None), "beam": (beam, None), "sample": (greedy, sampling)}
-    return {kind: Translator(model, source_tokenizer, target_tokenizer, search, source_end,
-                             attention_weights=False, sampling=drawing)
-            for kind, (search, drawing) in searches.items()}
+                         f"Received: samples={decodings['sample'].sampling.samples}")
+    return {kind: Translator(model, source_tokenizer, target_tokenizer, decoding, source_end,
+                             attention_weights=False)
+            for kind, decoding in decodings.items()}
 
 
 def write_saved_model(directory, translators):

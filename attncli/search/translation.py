@@ -4,7 +4,7 @@ import numpy as np
 import tensorflow as tf
 
 from attncli.search.decoding import compile_search
-from attncli.config.search import SearchConfig
+from attncli.config.search import Decoding
 from attncli.data.vocabulary import END, PAD, START, UNK, UNK_TOKEN
 from attncli.search.hypotheses import Hypothesis, Translation
 from attncli.search.prefixes import (  # noqa: F401 (PrefixError: read from here too)
@@ -38,19 +38,20 @@ class Translator:
         model: an encoder-decoder with `encode` / `decode_step` (`attncli.model.encoder_decoder.Seq2Seq`).
         source_tokenizer: the `Tokenizer` of the source language, with its vocabulary.
         target_tokenizer: the `Tokenizer` of the target language, with its vocabulary.
-        search: a `SearchConfig`. Defaults to `SearchConfig()` (greedy).
+        decoding: the `Decoding` a command or request asks for (its search, or its
+            sampling: then `n` is `sampling.samples`; its prefix and seed are those of
+            every text `translate` is not given others for), or a `SearchConfig` (that
+            search, nothing more). Defaults to `Decoding()` (greedy).
         source_end: bool, append the end id to each source, as the model was trained
             (`make_dataset(source_end=...)`). Defaults to False.
         attention_weights: bool, collect the attention weights of every emitted token
             (`Hypothesis.weights`; None otherwise, and the search does not keep them).
             Defaults to True.
-        sampling: a `Sampling` to draw translations instead of searching (`search` then
-            has `beam_size` 1, and `n` is `sampling.samples`), or None. Defaults to None.
         settings: bool, `translate_graph` also takes the length penalty's `alpha`
             (float32) and the sampling `temperature` (float64), scalars, after the seeds,
             so that one trace serves every value (`translate(alpha=..., temperature=...)`;
             a server's requests each ask for their own). Defaults to False: they are
-            those of `search` and `sampling`, constants of the graph.
+            those of the decoding's search and sampling, constants of the graph.
 
     A prefix is tokenized by the target tokenizer as a text of its own and forced
     (`attncli.search.decoding`): the translation begins with its tokens, and its text
@@ -62,21 +63,21 @@ class Translator:
     Example:
 
     >>> translator = Translator(model, source_tokenizer, target_tokenizer,
-    ...                         SearchConfig(beam_size=4))
+    ...                         Decoding(SearchConfig(beam_size=4)))
     >>> [result] = translator.translate(["Hace frío."])
     >>> result.hypotheses[0].text
     "it's cold."
     """
 
-    def __init__(self, model, source_tokenizer, target_tokenizer, search=None, source_end=False,
-                 attention_weights=True, sampling=None, settings=False):
+    def __init__(self, model, source_tokenizer, target_tokenizer, decoding=None,
+                 source_end=False, attention_weights=True, settings=False):
         self.model = model
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
-        self.search_config = search if search is not None else SearchConfig()
+        self.decoding = Decoding.of(decoding)
+        self.search_config, self.sampling = self.decoding.search, self.decoding.sampling
         self.source_end = source_end
         self.attention_weights = attention_weights
-        self.sampling = sampling
         self.settings = settings
         # Created here, outside any graph, so a SavedModel can track them.
         self.source_table = _lookup_table(source_tokenizer.vocabulary.tokens)
@@ -84,8 +85,9 @@ class Translator:
         self.target_tokens = tf.constant(target_tokenizer.vocabulary.tokens)
         # Ids to token strings outside the graph, a batch at a time.
         self.target_vocabulary = np.array(target_tokenizer.vocabulary.tokens, dtype=object)
-        self.search = compile_search(model, self.search_config, sampling=sampling, prefixes=True,
-                                     attention_weights=attention_weights, settings=settings)
+        self.search = compile_search(model, self.search_config, sampling=self.sampling,
+                                     prefixes=True, attention_weights=attention_weights,
+                                     settings=settings)
         signature = [tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.string),
                      tf.TensorSpec([None], tf.int64)]
         if settings:
@@ -98,7 +100,7 @@ class Translator:
     @property
     def returned(self):
         """Translations per sentence: the samples drawn, or the search's `n_best`."""
-        return self.sampling.samples if self.sampling is not None else self.search_config.returned
+        return self.decoding.returned
 
     def source_ids(self, texts):
         """Source tokens (ragged strings `(batch, None)`) and padded int32 ids `(batch, Ts)`."""
@@ -208,10 +210,10 @@ class Translator:
         Args:
             texts: source sentences.
             batch_size: sentences per graph call. Defaults to 64.
-            prefixes: each text's prefix ("" for none), or None (none). Checked first
-                (`check_prefixes`). Defaults to None.
+            prefixes: each text's prefix ("" for none), or None (the decoding's prefix
+                for every text). Checked first (`check_prefixes`). Defaults to None.
             seeds: each text's seed (an int in [0, 2**63 - 1]) for sampling, or None
-                (seed 0). Defaults to None.
+                (the decoding's seed for every text). Defaults to None.
             alpha, temperature: the length penalty's alpha and the sampling temperature
                 of this call, in place of the search's and the sampling's own (checked
                 by the caller: a `SearchConfig` and a `Sampling` check them); a
@@ -225,8 +227,8 @@ class Translator:
         """
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1. Received: batch_size={batch_size}")
-        prefixes = [""] * len(texts) if prefixes is None else list(prefixes)
-        seeds = [0] * len(texts) if seeds is None else list(seeds)
+        prefixes = [self.decoding.prefix] * len(texts) if prefixes is None else list(prefixes)
+        seeds = [self.decoding.seed] * len(texts) if seeds is None else list(seeds)
         if not len(prefixes) == len(seeds) == len(texts):
             raise ValueError(f"{len(texts)} texts need as many prefixes and seeds. "
                              f"Received: {len(prefixes)} prefixes, {len(seeds)} seeds")

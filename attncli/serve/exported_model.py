@@ -16,8 +16,9 @@ anything is translated:
   head, nor a step's query, keys and values.
 """
 
+from attncli.config.search import Decoding
 from attncli.serve.limits import RequestError
-from attncli.serve.served_model import TRANSLATE_BATCH, ServedModel, decoding_of
+from attncli.serve.served_model import TRANSLATE_BATCH, ServedModel
 
 #: The end of each refusal: what to do instead.
 WITH_TENSORFLOW = "serve the run itself (attncli serve RUN, the TensorFlow engine)"
@@ -74,7 +75,7 @@ class ExportedModel(ServedModel):
     def translator(self, search, weights):
         """The export's `ExportedTranslator` for `search` (a `SearchConfig` or a
         `Decoding`), with attention weights if `weights` (the same loaded model)."""
-        return self.exported.adjusted(decoding_of(search).search, weights)
+        return self.exported.adjusted(Decoding.of(search).search, weights)
 
     def source_lengths(self, texts):
         """The number of tokens the model reads of each text (`[END]` included if it
@@ -90,6 +91,6 @@ class ExportedModel(ServedModel):
     def translate(self, search, weights, texts):
         """The `Translation` of each text, in one batch (`search`: a `SearchConfig` or a
         `Decoding`, whose prefix every text gets)."""
-        decoding = decoding_of(search)
+        decoding = Decoding.of(search)
         return self.translator(decoding, weights).translate(
             texts, batch_size=TRANSLATE_BATCH, prefixes=[decoding.prefix] * len(texts))

@@ -112,7 +112,7 @@ def offline_page(view, model, search, words=False, gold=None, attention=None):
     """The page of one sentence that works with no server: `view` (a `SentenceView`)
     with its words view (`gold` links in it if given) and every step of every
     attention, layer and head (vectors cut to 8 components), the model's name and the
-    `SearchConfig` used; `words`: the page opens on the words view; `attention`: on that
+    `Decoding` used; `words`: the page opens on the words view; `attention`: on that
     attention (`attncli.attentions`; None: the cross-attention)."""
     data = {**view.to_dict(words=True, gold=gold), "steps": view.steps(width=8),
             "model": model, "search": search.to_dict(), "show_words": bool(words)}

@@ -1,10 +1,10 @@
 """What a server asks of one model, whatever engine runs it: `ServedModel`.
 
-A search is the model's decoding settings with a request's `beam`, `alpha` and `n_best`
-applied, as `attncli translate` applies its options; a translation request's `Decoding`
-adds its prefix and its sampling and seed. What every engine does the same way (a
-request's search and decoding settings, the cost of its texts, what `/models` says) is
-written here once; each engine's kind of model (`attncli.serve.tensorflow_model`,
+A translation request's `Decoding` (`attncli.config.search`) is the model's decoding
+settings with the request's `beam`, `alpha` and `n_best` applied, or its sampling and
+seed, and its prefix, made by `requested_decoding` as `attncli translate` makes its own.
+What every engine does the same way (a request's `Decoding`, the cost of its texts, what
+`/models` says) is written here once; each engine's kind of model (`attncli.serve.tensorflow_model`,
 `attncli.serve.exported_model`) adds how it translates.
 
 Every method that translates is called on the batcher's worker thread.
@@ -12,9 +12,10 @@ Every method that translates is called on the batcher's worker thread.
 
 import dataclasses
 import math
-from typing import NamedTuple
 
-from attncli.config.search import Sampling, SamplingOptions, SearchConfig, requested_sampling
+from attncli.config.search import (
+    Decoding, SamplingOptions, SearchSettingError, requested_decoding, requested_sampling,
+)
 from attncli.search.prefixes import PrefixError
 from attncli.serve.limits import RequestError
 
@@ -39,37 +40,6 @@ class TextTooLong(Exception):
     def refusal(self, where):
         """The `RequestError` (413) saying so of the text named `where` (`texts[2]`)."""
         return RequestError(413, f"{where}: {self.why}")
-
-
-class Decoding(NamedTuple):
-    """How a translation request is decoded (hashable: the batcher merges requests by it).
-
-    Attributes:
-        search: the `SearchConfig`.
-        sampling: a `Sampling` drawing the translations instead, or None.
-        prefix: what every translation of the request begins with ("" for nothing).
-        seed: the sampling's seed.
-    """
-
-    search: SearchConfig
-    sampling: Sampling | None = None
-    prefix: str = ""
-    seed: int = 0
-
-    def to_dict(self):
-        """The search's settings, and the prefix and sampling when asked for."""
-        settings = self.search.to_dict()
-        if self.prefix:
-            settings["prefix"] = self.prefix
-        if self.sampling is not None:
-            settings.update(sampling=str(self.sampling), temperature=self.sampling.temperature,
-                            samples=self.sampling.samples, seed=self.seed)
-        return settings
-
-
-def decoding_of(setting):
-    """A `Decoding` of a `SearchConfig` (nothing more asked) or of a `Decoding`."""
-    return setting if isinstance(setting, Decoding) else Decoding(setting)
 
 
 class ServedModel:
@@ -122,33 +92,17 @@ class ServedModel:
             "inspect_refusal": self.inspect_refusal,
         }
 
-    def search(self, beam=None, alpha=None, n_best=None):
-        """The run's search with a request's changes, as `attncli translate` makes it
-        from `--beam`, `--alpha` and `--n-best`.
-
-        Raises:
-            RequestError: 422 for a beam past `max_beam` or settings that do not go
-                together.
-        """
-        if beam is not None and not 1 <= beam <= self.limits.max_beam:
-            raise RequestError(
-                422, f"beam must be in [1, {self.limits.max_beam}]. Received: beam={beam}"
-            )
-        try:
-            return self.defaults.adjusted(beam_size=beam, alpha=alpha, n_best=n_best)
-        except ValueError as error:
-            message = str(error).replace("beam_size", "beam")
-            raise RequestError(422, message) from None
-
     def decoding(self, beam=None, alpha=None, n_best=None, prefix=None, sampling=None,
                  temperature=None, seed=None, token_log_probs=False):
-        """A translation request's `Decoding`: its search (`search`), its prefix, and its
-        sampling as `attncli translate --sampling` makes it (`n_best` samples per text,
-        no beam). `token_log_probs`: whether the request asks for each token's log
+        """A translation request's `Decoding` (`requested_decoding`): the model's search
+        with the request's `beam`, `alpha` and `n_best`, or its sampling (`n_best` draws
+        per text, no beam), and its prefix, as `attncli translate` makes them from its
+        options. `token_log_probs`: whether the request asks for each token's log
         probability (an engine that cannot give them refuses the request).
 
         Raises:
-            RequestError: 422 for settings that do not go together or a bad value.
+            RequestError: 422 for a beam past `max_beam`, settings that do not go
+                together, or a bad value.
         """
         if (sampling is not None and beam in (None, 1) and n_best is not None
                 and not 1 <= n_best <= self.limits.max_beam):
@@ -157,13 +111,23 @@ class ServedModel:
             raise RequestError(422, f"n_best must be in [1, {self.limits.max_beam}] "
                                f"(--max-beam) with sampling. Received: n_best={n_best}")
         try:
-            drawing = requested_sampling(SAMPLING_OPTIONS, sampling, temperature, seed, beam,
-                                         n_best)
+            # The sampling options first, then the beam's limit, as before any search.
+            requested_sampling(SAMPLING_OPTIONS, sampling, temperature, seed, beam, n_best)
         except ValueError as error:
             raise RequestError(422, str(error)) from None
-        if drawing is None:
-            return Decoding(self.search(beam, alpha, n_best), prefix=prefix or "")
-        return Decoding(self.search(1, alpha, 1), drawing, prefix or "", seed or 0)
+        if sampling is None and beam is not None and not 1 <= beam <= self.limits.max_beam:
+            raise RequestError(
+                422, f"beam must be in [1, {self.limits.max_beam}]. Received: beam={beam}"
+            )
+        try:
+            return requested_decoding(
+                self.defaults, SAMPLING_OPTIONS, beam=beam, alpha=alpha, n_best=n_best,
+                sampling=sampling, temperature=temperature, seed=seed, prefix=prefix,
+            )
+        except SearchSettingError as error:
+            raise RequestError(422, str(error).replace("beam_size", "beam")) from None
+        except ValueError as error:
+            raise RequestError(422, str(error)) from None
 
     def measure(self, search, requests):
         """The cost of each text of each request (a list of lists of texts) for the
@@ -172,7 +136,7 @@ class ServedModel:
         than `max_output_tokens` tokens, a `TextTooLong` instead, and for one whose
         prefix cannot be forced, a `RequestError` (422). `search` is a `SearchConfig` or
         a `Decoding`."""
-        decoding = decoding_of(search)
+        decoding = Decoding.of(search)
         if decoding.prefix:
             checked = []
             for request in requests:

@@ -16,9 +16,10 @@ import collections
 import dataclasses
 import functools
 
+from attncli.config.search import Decoding
 from attncli.serve.limits import RequestError
 from attncli.serve.served_model import (
-    TRANSLATE_BATCH, ServedModel, TextTooLong, decoding_of,
+    TRANSLATE_BATCH, ServedModel, TextTooLong,
 )
 
 #: Translators kept per model beside those traced at start-up (least recently used go).
@@ -43,13 +44,13 @@ def forward_only(method):
     return forward
 
 
-def traced_as(search, sampling):
-    """What a `Translator`'s trace depends on: `search` and `sampling` without the alpha
-    and the temperature, which it takes at each call."""
-    search = dataclasses.replace(search, alpha=0.0)
+def traced_as(decoding):
+    """What a `Translator`'s trace depends on: `decoding` without the alpha and the
+    temperature, nor the prefix and seed, which it takes at each call."""
+    sampling = decoding.sampling
     if sampling is not None:
         sampling = dataclasses.replace(sampling, temperature=1.0)
-    return search, sampling
+    return Decoding(dataclasses.replace(decoding.search, alpha=0.0), sampling)
 
 
 class TensorFlowModel(ServedModel):
@@ -94,36 +95,42 @@ class TensorFlowModel(ServedModel):
         from attncli.search.forced import force
 
         for search in (self.defaults, self.greedy):
-            key, _ = traced_as(search, None)
+            key = traced_as(Decoding(search))
             if key not in self._started:
-                self._started[key] = self._translator(search, False)
+                self._started[key] = self._translator(Decoding(search), False)
                 self._started[key].translate(["."])
         self.measure(self.defaults, [["."]])
         if self.members == 1:
             force(self.translator(self.defaults, False), ["."], ["."])
 
     @forward_only
-    def translator(self, search, weights):
-        """The `Translator` of `search` (a `SearchConfig` or a `Decoding`: its search and
-        sampling), with attention weights if `weights`."""
-        search, sampling = decoding_of(search)[:2]
-        traced = traced_as(search, sampling)
-        if not weights and sampling is None and traced[0] in self._started:
-            return self._started[traced[0]]
-        key = (*traced, weights)
+    def translator(self, decoding, weights):
+        """The `Translator` of `decoding` (a `Decoding`, or a `SearchConfig`: its search
+        and sampling; the prefix, seed, alpha and temperature are given at each call),
+        with attention weights if `weights`."""
+        decoding = Decoding.of(decoding)
+        traced = traced_as(decoding)
+        if not weights and traced in self._started:
+            return self._started[traced]
+        key = (traced, weights)
         if key in self._translators:
             self._translators.move_to_end(key)
         else:
-            translator = self._translator(search, weights, sampling)
+            translator = self._translator(decoding, weights)
             translator.translate(["."])  # traced now
             self._translators[key] = translator
             if len(self._translators) > KEPT_TRANSLATORS:
                 self._translators.popitem(last=False)
         return self._translators[key]
 
-    def _translator(self, search, weights, sampling=None):
-        return self.loaded.translator(search, attention_weights=weights, sampling=sampling,
-                                      settings=True)
+    def _translator(self, decoding, weights):
+        """A new `Translator` of `decoding`'s trace (`traced_as`: each call gives the
+        prefix, seed, alpha and temperature), whose own alpha, read where no call gives
+        one (a reference's score, `attncli.search.forced.force`), is the model's."""
+        traced = traced_as(decoding)
+        own = traced._replace(search=dataclasses.replace(traced.search,
+                                                         alpha=self.defaults.alpha))
+        return self.loaded.translator(own, attention_weights=weights, settings=True)
 
     def source_lengths(self, texts):
         """The number of tokens the model reads of each text (`[END]` included if it
@@ -143,7 +150,7 @@ class TensorFlowModel(ServedModel):
     def translate(self, search, weights, texts):
         """The `Translation` of each text, in one batch (`search`: a `SearchConfig` or a
         `Decoding`, whose prefix and seed every text gets)."""
-        decoding = decoding_of(search)
+        decoding = Decoding.of(search)
         return self.translator(decoding, weights).translate(
             texts, batch_size=TRANSLATE_BATCH, prefixes=[decoding.prefix] * len(texts),
             seeds=[decoding.seed] * len(texts), alpha=decoding.search.alpha,
@@ -178,7 +185,7 @@ class TensorFlowModel(ServedModel):
         else:
             translator = self.translator(search, True)
             [translation] = translator.translate([text],
-                                                 alpha=decoding_of(search).search.alpha)
+                                                 alpha=Decoding.of(search).search.alpha)
             view = inspect_sentence(self.loaded, translator, translation)
         self._views[key] = view
         if len(self._views) > KEPT_VIEWS:

@@ -3,7 +3,7 @@ server; each names the options as its user wrote them, in one line."""
 
 import pytest
 
-from attncli.cli.translate_tensorflow import SAMPLING_OPTIONS as CLI
+from attncli.cli.runs import SAMPLING_OPTIONS as CLI
 from attncli.config.search import Sampling, requested_sampling
 from attncli.serve.served_model import SAMPLING_OPTIONS as SERVER
 

@@ -5,9 +5,9 @@ or the check would compare the export with the wrong translations and pass."""
 from spa_eng_parts import REPO
 
 from attncli.cli.runs import model_directory
-from attncli.config.search import Sampling
+from attncli.config.search import Decoding, Sampling
 from attncli.search.ensemble import load_ensemble
-from attncli.search.serving import INPUTS, signature_translators
+from attncli.search.serving import INPUTS, signature_decodings, signature_translators
 
 FIXTURE_RUN = REPO / "tests" / "fixtures" / "run-0.1.0"
 
@@ -24,12 +24,12 @@ def test_each_signature_searches_as_translate_would():
     beam = loaded.search.adjusted(beam_size=3, alpha=0.2, n_best=2)
     drawing = Sampling.parse("topk:10", 0.8)
     translators = signature_translators(
-        loaded.model, loaded.source_tokenizer, loaded.target_tokenizer, greedy=greedy,
-        beam=beam, sampling=drawing, source_end=loaded.source_end,
+        loaded.model, loaded.source_tokenizer, loaded.target_tokenizer,
+        signature_decodings(greedy, beam, drawing), source_end=loaded.source_end,
     )
     expected = {"greedy": loaded.translator(greedy, attention_weights=False),
                 "beam": loaded.translator(beam, attention_weights=False),
-                "sample": loaded.translator(greedy, attention_weights=False, sampling=drawing)}
+                "sample": loaded.translator(Decoding(greedy, drawing), attention_weights=False)}
     assert {name.removesuffix("_prefix") for name in INPUTS} == set(translators)
     assert {name: configuration(translator) for name, translator in translators.items()} == {
         name: configuration(translator) for name, translator in expected.items()}

@@ -9,7 +9,7 @@ from spa_eng_parts import SENTENCES, model_and_tokenizers
 from typer.testing import CliRunner
 
 from attncli.cli.app import app
-from attncli.config.search import Sampling, SearchConfig
+from attncli.config.search import Decoding, Sampling, SearchConfig
 from attncli.data.vocabulary import END
 from attncli.model.saving import save_model
 from attncli.search.translation import PrefixError, Translator
@@ -43,7 +43,7 @@ def target_tokens(tokenizer, text):
 def test_each_translation_begins_with_its_prefix_tokens_and_text(parts, sampling):
     _, _, target_tokenizer = parts
     search = SearchConfig(max_length_ratio=1.0, max_length_offset=4) if sampling else SEARCH
-    translator = Translator(*parts, search, sampling=sampling)
+    translator = Translator(*parts, Decoding(search, sampling))
     prefixes = ["Tom is", "", "We", "it is very"]
     results = translator.translate(SENTENCES, prefixes=prefixes)
     for prefix, result in zip(prefixes, results):
@@ -56,8 +56,9 @@ def test_each_translation_begins_with_its_prefix_tokens_and_text(parts, sampling
 
 
 def test_prefixes_and_samples_do_not_depend_on_the_batch(parts):
-    translator = Translator(*parts, SearchConfig(max_length_ratio=1.0, max_length_offset=4),
-                            sampling=Sampling("random", temperature=1.5, samples=2))
+    translator = Translator(*parts, Decoding(
+        SearchConfig(max_length_ratio=1.0, max_length_offset=4),
+        Sampling("random", temperature=1.5, samples=2)))
     texts = SENTENCES + ["Tom.", "Me gusta mucho leer libros en la biblioteca."]
     prefixes = ["", "the", "", "it", "tom", ""]
     seeds = [3] * len(texts)

@@ -13,7 +13,7 @@ from spa_eng_parts import SENTENCES, model_and_tokenizers
 from typer.testing import CliRunner
 
 from attncli.cli.app import app as cli
-from attncli.config.search import Sampling, SearchConfig
+from attncli.config.search import Decoding, Sampling, SearchConfig
 from attncli.model.saving import save_model
 from attncli.search.translation import Translator
 from attncli.serve.app import create_app
@@ -59,16 +59,16 @@ def test_one_trace_scores_as_a_translator_made_for_each_alpha(parts, beam_size):
 def test_one_trace_draws_as_a_translator_made_for_each_temperature(parts):
     search = SEARCH.adjusted(beam_size=1, n_best=1)
     sampling = Sampling("topp", top_p=0.9, samples=4)
-    traced = Translator(*parts, search, attention_weights=False, sampling=sampling,
+    traced = Translator(*parts, Decoding(search, sampling), attention_weights=False,
                         settings=True)
     seeds = [3, 1, 4, 1]
     drawn = []
     for temperature in TEMPERATURES:
         found = answers(traced.translate(SENTENCES, seeds=seeds, alpha=0.6,
                                          temperature=temperature))
-        fixed = Translator(*parts, dataclasses.replace(search, alpha=0.6),
-                           attention_weights=False,
-                           sampling=dataclasses.replace(sampling, temperature=temperature))
+        fixed = Translator(*parts, Decoding(dataclasses.replace(search, alpha=0.6),
+                                            dataclasses.replace(sampling, temperature=temperature)),
+                           attention_weights=False)
         expected = answers(fixed.translate(SENTENCES, seeds=seeds))
         assert found[:2] == expected[:2]
         np.testing.assert_allclose(found[2], expected[2], rtol=1e-6)
@@ -126,4 +126,4 @@ def test_requests_that_differ_in_alpha_or_temperature_share_a_trace(served, body
     model = registry.models["tiny"]
     assert len(model._started) == 2
     assert len(model._translators) <= 1
-    assert all(sampling is not None for _, sampling, _ in model._translators)
+    assert all(traced.sampling is not None for traced, _ in model._translators)

@@ -91,14 +91,14 @@ def test_a_dropped_translator_frees_its_traced_graphs(monkeypatch):
     served = Registry([("run", [FIXTURE_RUN / "model"])], Limits())
     served.load()
     model = served.models["run"]
-    first = model.translator(model.search(3), True)
+    first = model.translator(model.decoding(3), True)
     [translation] = first.translate(["tom is here."])
     graph = weakref.ref(first.search.get_concrete_function().graph)
     del first
-    second = model.translator(model.search(4), True)  # the first is dropped
+    second = model.translator(model.decoding(4), True)  # the first is dropped
     gc.collect()
     assert graph() is None
     # The second stays while it is kept, and answers.
-    [again] = model.translator(model.search(4), True).translate(["tom is here."])
+    [again] = model.translator(model.decoding(4), True).translate(["tom is here."])
     assert again.hypotheses[0].text == second.translate(["tom is here."])[0].hypotheses[0].text
     assert translation.hypotheses[0].text

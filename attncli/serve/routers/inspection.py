@@ -30,10 +30,10 @@ async def inspect(registry: Models,
     """A sentence's best translation, or its given reference, and every attention
     of the model over it; with `words`, its words view."""
     model = registry.get(body.model)
-    search = model.search(body.beam)
-    view, gold = await _view_of(body, model, search, limits, batcher)
+    decoding = model.decoding(body.beam)
+    view, gold = await _view_of(body, model, decoding, limits, batcher)
     return JSONResponse({**view.to_dict(bool(body.words), gold), "model": model.name,
-                         "search": search.to_dict()})
+                         "search": decoding.to_dict()})
 
 
 @router.post("/step", openapi_extra=json_body_schema(schemas.StepRequest),
@@ -44,13 +44,13 @@ async def step(registry: Models,
     """One attention step of a sentence's best translation: query, keys, values,
     scores, weights, context."""
     model = registry.get(body.model)
-    search = model.search(body.beam)
-    record, _ = await _view_of(body, model, search, limits, batcher,
+    decoding = model.decoding(body.beam)
+    record, _ = await _view_of(body, model, decoding, limits, batcher,
                                (body.attention, body.layer, body.head, body.step))
     return JSONResponse(record)
 
 
-async def _view_of(body, model, search, limits, batcher, step=None):
+async def _view_of(body, model, decoding, limits, batcher, step=None):
     """The attention view of `body.text` (over `body.reference` if given), or one of its
     steps, from the worker; `(view or step, gold links or None)`."""
     text = text_line(body.text, "text", limits)
@@ -60,7 +60,7 @@ async def _view_of(body, model, search, limits, batcher, step=None):
     gold = _gold(body, reference)
 
     def work():
-        view = model.inspect(text, search, reference)
+        view = model.inspect(text, decoding, reference)
         if gold is not None:
             view.check_gold(gold)
         return view if step is None else view.step(*step).to_dict(width=8)
