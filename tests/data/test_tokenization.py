@@ -11,7 +11,7 @@ import tensorflow as tf
 from shared_data import shared_data
 
 from attncli.config.data import LEVELS
-from attncli.data.levels import Level
+from attncli.data.levels import Level, registered, split_words
 from attncli.data.readers import read_parallel, read_pronunciations, read_tsv
 from attncli.errors import AttncliError
 from attncli.data.text_rules import SPACE_TOKEN
@@ -254,6 +254,33 @@ def test_the_levels_registry_has_every_level_of_the_settings():
     assert sorted(LEVEL_CLASSES) == sorted(LEVELS)
     for name, level in LEVEL_CLASSES.items():
         assert issubclass(level, Level) and level.name == name
+
+
+def test_a_new_level_is_one_registered_class():
+    """docs/architecture.md: a level is a class marked `@registered` (and its name in
+    `LEVELS` for configurations); the tokenizer finds it by name, nothing else changes."""
+
+    @registered
+    class ShoutedWordLevel(Level):
+        name = "shouted-word"
+
+        def split(self, normalized):
+            return split_words(tf.strings.upper(normalized))
+
+        def join(self, tokens):
+            return tf.strings.reduce_join(tokens, axis=-1, separator=" ")
+
+    try:
+        tokenizer = Tokenizer("shouted-word")
+        tokens = tokenizer.tokenize(tf.constant(["hola, mundo."]))
+        assert tokens.to_list() == [[b"HOLA", b",", b"MUNDO", b"."]]
+        assert tokenizer.detokenize(tokens).numpy().tolist() == [b"HOLA , MUNDO ."]
+        with pytest.raises(ValueError, match="has a class already"):
+            registered(type("Other", (Level,), {"name": "shouted-word"}))
+    finally:
+        del LEVEL_CLASSES["shouted-word"]
+    with pytest.raises(AttncliError, match="tokenizer level must be one of"):
+        Tokenizer("shouted-word")
 
 
 def subword_nmt(tokenizer, texts):

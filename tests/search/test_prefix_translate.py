@@ -73,6 +73,19 @@ def test_prefixes_and_samples_do_not_depend_on_the_batch(parts):
     assert translator.translate_graph.experimental_get_tracing_count() == 1
 
 
+
+def test_a_translator_gives_every_text_its_decodings_prefix_and_seed(parts):
+    search = SearchConfig(max_length_ratio=1.0, max_length_offset=4)
+    drawing = Sampling("random", temperature=1.5, samples=2)
+    asked = Translator(*parts, Decoding(search, drawing, prefix="the", seed=3))
+    given = Translator(*parts, Decoding(search, drawing))
+    found = asked.translate(SENTENCES)
+    expected = given.translate(SENTENCES, prefixes=["the"] * len(SENTENCES),
+                               seeds=[3] * len(SENTENCES))
+    assert [[h.tokens for h in r.hypotheses] for r in found] == [
+        [h.tokens for h in r.hypotheses] for r in expected]
+    assert all(h.tokens[0] == "the" for r in found for h in r.hypotheses)
+
 @pytest.mark.parametrize("prefix, message", [
     ("qwxz zzkq", "has no token of the model's target vocabulary"),
     ("[UNK]", "has no token of the model's target vocabulary"),
