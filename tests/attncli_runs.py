@@ -119,3 +119,80 @@ def trained_two_epochs(tmp_path_factory):
     result = SimpleNamespace(stdout=(work / "train.stdout").read_text("utf-8"),
                              stderr=(work / "train.stderr").read_text("utf-8"))
     return work / "run", result
+
+
+# ---- attncli in this process ------------------------------------------------------------
+
+
+def in_process(*args):
+    """`attncli ARGS` in this process: a fine-tuning is no test of a process (`attncli
+    train --init-from` runs as one in the refusals below). This process then holds the
+    run's lock, as a writer does until it ends, so a run trained here is resumed here."""
+    from typer.testing import CliRunner
+
+    from attncli.cli.app import app
+
+    # As wide as the subprocesses above: Rich wraps no progress line (a path).
+    return CliRunner().invoke(app, [str(arg) for arg in args], env={"COLUMNS": "500"})
+
+
+def succeeds_here(result):
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def training_parts(config_path, run_dir, resume=False, overrides=(), init_from=None):
+    """The `TrainingParts` `attncli train` makes of these arguments, and what it said."""
+    from attncli.cli.train_command import resolve_run
+    from recorder import Recorder
+    from attncli.training.builder import build_training
+
+    config, run, _ = resolve_run(config_path, list(overrides), run_dir=run_dir, data_dir=None,
+                                 resume=resume, overwrite=False, init_from=init_from)
+    recorder = Recorder()
+    try:
+        return build_training(config, run, recorder, resume=resume), recorder.messages
+    finally:
+        run.unlock()
+
+
+def build_finetuning(base, run_dir, resume=False, overrides=()):
+    """The `TrainingParts` of a tiny run (with `overrides`) started from `base`, as
+    `attncli train` makes them, and what it said."""
+    from attncli.cli.train_command import resolve_run
+    from recorder import Recorder
+    from attncli.training.builder import build_training
+
+    config, run, _ = resolve_run(
+        None if resume else TINY, [] if resume else list(overrides), run_dir=run_dir,
+        data_dir=None, resume=resume, overwrite=False, init_from=None if resume else base,
+    )
+    recorder = Recorder()
+    return build_training(config, run, recorder, resume=resume), recorder
+
+
+# ---- attncli in a shell of its own ------------------------------------------------------
+
+
+def in_namespace(script, cwd):
+    """Run the bash `script` as root of a user and mount namespace of its own, where it
+    may mount a small tmpfs (a disk that fills, a folder made read-only); skip the
+    test where the machine does not allow that."""
+    probe = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c",
+         "mount -t tmpfs -o size=1m tmpfs /mnt || mount -t tmpfs -o size=1m tmpfs /tmp"],
+        capture_output=True,
+    ) if shutil.which("unshare") else None
+    if probe is None or probe.returncode != 0:
+        pytest.skip("cannot mount a tmpfs in a user namespace here")
+    completed = process_watch.run(
+        ["unshare", "--user", "--map-root-user", "--mount", "bash", "-euc", script],
+        cwd=cwd, env=ENV,
+    )
+    assert completed.returncode == 0, completed.stderr
+    return completed
+
+
+def attncli_line(*args):
+    """The shell words of `python -m attncli ARGS`."""
+    return " ".join([sys.executable, "-m", "attncli", *(f"'{arg}'" for arg in args)])

@@ -1,18 +1,14 @@
 import os
-import sys
-from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 # The test files live in one folder per floor they test (tests/layers/, tests/model/, ...),
-# with no `__init__.py`: pytest imports each by its basename, unique across the folders,
-# with its own folder on sys.path. Some import what another file defines, in another folder
-# (`from test_decoding_model import searching` in tests/model/): every folder is on sys.path
-# from the start, so such an import finds its file whichever files run, in whatever order.
-sys.path.extend(str(folder) for folder in sorted(Path(__file__).resolve().parent.iterdir())
-                if folder.is_dir() and any(folder.glob("test_*.py")))
+# with no `__init__.py`: pytest imports each by its basename, unique across the folders.
+# No test file imports another (tests/top/test_import_direction.py checks it): what several
+# share is a module of tests/ itself (`small_models`, `browser`, `fake_server`, ...), found
+# on sys.path as this file's folder.
 
 # Fixtures built once per module (a trained run, an export, a server): their modules'
 # tests go to one pytest-xdist worker together.

@@ -71,3 +71,21 @@ def trained_guided(tmp_path_factory):
     session (one epoch of `guided_config` on the first 150 gold sentences)."""
     shared_data("hansards-en-fr/test.talp")  # skips here, not in the build, without them
     return built_once(tmp_path_factory, "guided-gold-150", train_guided)
+
+
+def with_alignment_layer(run, directory):
+    """The model of `run` saved into `directory` with a fresh alignment layer beside its
+    own weights (what `--init-from` with `model.alignment_layer` starts from)."""
+    import dataclasses
+
+    from attncli.model.encoder_decoder import Seq2Seq
+    from attncli.model.saving import load_matching_weights, save_model
+    from attncli.search.loading import load_model
+
+    loaded = load_model(run / "model")
+    model = Seq2Seq(dataclasses.replace(loaded.model.config, alignment_layer=True))
+    load_matching_weights(model, loaded.model.config, run / "model" / "model.weights.h5",
+                          "the fixture run")
+    save_model(directory, model, loaded.source_tokenizer, loaded.target_tokenizer,
+               source_end=loaded.source_end)
+    return directory

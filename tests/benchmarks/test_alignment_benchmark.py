@@ -18,6 +18,7 @@ import pytest
 from typer.testing import CliRunner
 from attncli_process import FIXTURE_RUN
 from cli_errors import one_line_error
+from guided_runs import with_alignment_layer
 from process_watch import run
 from shared_data import shared_data
 
@@ -291,24 +292,6 @@ def test_attncli_rows_are_what_attncli_align_prints(stand_in, monkeypatch, capsy
     expected = tuple(round(100 * value, 2)
                      for value in (scores.aer, scores.precision, scores.recall))
     assert table_row(result.stdout, "attncli fr→en, raw")[:3] == expected
-
-
-def with_alignment_layer(run, directory):
-    """The model of `run` saved into `directory` with a fresh alignment layer beside its
-    own weights (what `--init-from` with `model.alignment_layer` starts from)."""
-    import dataclasses
-
-    from attncli.model.encoder_decoder import Seq2Seq
-    from attncli.model.saving import load_matching_weights, save_model
-    from attncli.search.loading import load_model
-
-    loaded = load_model(run / "model")
-    model = Seq2Seq(dataclasses.replace(loaded.model.config, alignment_layer=True))
-    load_matching_weights(model, loaded.model.config, run / "model" / "model.weights.h5",
-                          "the fixture run")
-    save_model(directory, model, loaded.source_tokenizer, loaded.target_tokenizer,
-               source_end=loaded.source_end)
-    return directory
 
 
 @pytest.mark.slow

@@ -19,7 +19,8 @@ import textwrap
 import process_watch
 import pytest
 from attncli_runs import (  # noqa: F401  (run and trained are fixtures)
-    ENV, TINY, attncli, run, start, stop, train_before_tensorflow, trained, wait_for,
+    ENV, TINY, attncli, attncli_line, in_namespace, run, start, stop, train_before_tensorflow,
+    trained, wait_for,
 )
 from cli_errors import one_line_error
 from typer.testing import CliRunner
@@ -201,30 +202,6 @@ def test_a_model_without_checkpoints_is_not_trained_over(run):
 
 
 # 5. A full disk, a read-only folder, a model too large for memory.
-
-
-def in_namespace(script, cwd):
-    """Run the bash `script` as root of a user and mount namespace of its own, where it
-    may mount a small tmpfs (a disk that fills, a folder made read-only); skip the
-    test where the machine does not allow that."""
-    probe = subprocess.run(
-        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c",
-         "mount -t tmpfs -o size=1m tmpfs /mnt || mount -t tmpfs -o size=1m tmpfs /tmp"],
-        capture_output=True,
-    ) if shutil.which("unshare") else None
-    if probe is None or probe.returncode != 0:
-        pytest.skip("cannot mount a tmpfs in a user namespace here")
-    completed = process_watch.run(
-        ["unshare", "--user", "--map-root-user", "--mount", "bash", "-euc", script],
-        cwd=cwd, env=ENV,
-    )
-    assert completed.returncode == 0, completed.stderr
-    return completed
-
-
-def attncli_line(*args):
-    """The shell words of `python -m attncli ARGS`."""
-    return " ".join([sys.executable, "-m", "attncli", *(f"'{arg}'" for arg in args)])
 
 
 @pytest.mark.slow

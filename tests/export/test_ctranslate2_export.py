@@ -13,14 +13,13 @@ import json
 import sys
 import textwrap
 from importlib import resources
-from pathlib import Path
 
 import numpy as np
 import process_watch
 import pytest
 from attncli_runs import ENV, attncli, succeeds, trained  # noqa: F401 (a fixture)
-from built_once import built_once
 from cli_errors import one_line_error
+from ctranslate2_runs import exported, validation_sentences  # noqa: F401 (a fixture)
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 
@@ -34,12 +33,6 @@ from attncli.export.convertible import ctranslate2_refusal  # noqa: E402
 from attncli.export.ctranslate2_model import TransformerConverter  # noqa: E402
 from attncli.export.plain_tokenizer import PlainTokenizer  # noqa: E402
 from attncli.model.encoder_decoder import Seq2Seq  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[2]
-TINY = REPO / "configs" / "tiny-test.yaml"
-TRANSFORMER = ("model.encoder=self-attention", "model.decoder=self-attention",
-               "model.score=scaled_dot", "model.embedding_dim=32", "model.heads=4",
-               "model.feed_forward_dim=64", "model.encoder_layers=2", "model.decoder_layers=2")
 
 
 def spa_eng_pairs(count, seed=0):
@@ -191,34 +184,6 @@ def test_the_tokenizer_files_of_hansards_read_without_tensorflow():
         tokenizer = Tokenizer(level, normalization="NFC", lowercase=True)
         tokenizer = tokenizer.with_vocabulary(tokenizer.build_vocabulary(texts, max_size=800))
         same_as_tensorflow(tokenizer, texts)
-
-
-# ----------------------------------------------------------------------------------------
-# A tiny Transformer trained here, exported, and translated by both engines.
-
-
-def train_transformer(work):
-    overrides = [argument for setting in TRANSFORMER for argument in ("--set", setting)]
-    succeeds(attncli("train", TINY, "--run-dir", "run", "--set", "training.epochs=1",
-                     "--set", "decoding.beam_size=5", *overrides, cwd=work))
-    result = succeeds(attncli("export", "run", "exported", "--format", "ctranslate2",
-                              cwd=work))
-    (work / "export.stderr").write_text(result.stderr, "utf-8")
-
-
-@pytest.fixture(scope="session")
-def exported(tmp_path_factory):
-    """`(run, export)`: the tiny Transformer and its export, made once a session."""
-    work = built_once(tmp_path_factory, "tiny-transformer-ctranslate2", train_transformer)
-    return work / "run", work / "exported"
-
-
-def validation_sentences(run):
-    from attncli.data.sources import read_splits
-    from attncli.config.run import load_run_config
-
-    splits = read_splits(load_run_config(run / "config.yaml").data, data_dir=run)
-    return [source for source in splits.valid.sources if source.strip()]
 
 
 def engine_process(export, *arguments, stdin):

@@ -34,7 +34,7 @@ from tests.guided_runs import (  # noqa: F401 (trained_guided: a fixture)
 )
 from tests.recorder import Recorder
 from tests.shared_data import shared_data
-from test_guided_alignment import built
+from attncli_runs import training_parts
 
 SOURCE = np.array([[5, 6, 7, 8, 3], [9, 10, 3, 0, 0]], np.int32)
 TARGET_IN = np.array([[2, 11, 12, 13], [2, 14, 0, 0]], np.int32)
@@ -234,7 +234,7 @@ def test_a_frozen_run_keeps_its_best_layer(trained_guided, tmp_path,  # noqa: F8
     the model only when `valid_alignment_loss` is lower than every earlier one."""
     monkeypatch.chdir(tmp_path)
     frozen_aligner(trained_guided, tmp_path)
-    parts, _ = built("aligner.yaml", "aligned", init_from="run")
+    parts, _ = training_parts("aligner.yaml", "aligned", init_from="run")
     trainer = Trainer(parts, Recorder())
     assert trainer.stop_metric.name == "alignment"
     measured = iter([3.0, 2.0, 2.5])
@@ -264,7 +264,7 @@ def test_alignment_metric_needs_validation_links(trained_guided, tmp_path,  # no
     (tmp_path / "guided.yaml").write_text(json.dumps(guided))
     with pytest.raises(AttncliError, match="^training.stop_metric alignment is measured on "
                                            "the validation pairs' links"):
-        built("guided.yaml", "run")
+        training_parts("guided.yaml", "run")
 
 
 def test_stop_metric_alignment_needs_guided_alignment():
@@ -342,7 +342,7 @@ def test_a_finished_run_gains_a_trained_alignment_layer(trained_guided, tmp_path
         np.testing.assert_array_equal(variable.numpy(), kept[inner], err_msg=inner)
 
     # Resumed, the frozen run starts from the model it checkpointed, not a fresh one.
-    parts, said = built(None, "aligned", resume=True, overrides=["training.epochs=2"])
+    parts, said = training_parts(None, "aligned", resume=True, overrides=["training.epochs=2"])
     assert any(message.startswith("resuming from") for message in said)
     resumed = {v.path.split("/", 1)[1]: v.numpy() for v in parts.model.weights}
     for variable in aligned.model.weights:

@@ -17,8 +17,8 @@ from attncli_runs import TINY, attncli, succeeds
 from cli_errors import one_line_error
 from numpy_cascade import cascade_encoder
 from numpy_decoders import reference_decode
-from test_decoding_model import padded, searching
-from test_model import REAL, SOURCE, TARGET_IN, as_numpy, step_by_step, teacher_forced
+from small_models import padded, searching
+from small_models import REAL, SOURCE, TARGET_IN, as_numpy, step_by_step, teacher_forced
 from typer.testing import CliRunner
 
 from attncli.cli.app import app

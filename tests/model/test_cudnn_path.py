@@ -20,7 +20,7 @@ from attncli.model import recurrent
 from attncli.model.encoder import Encoder
 from attncli.model.cells import GRUCell, LSTMCell
 from attncli.training.builder import dtype_policy
-from test_model import REAL, SOURCE, TARGET_IN, small_model
+from small_models import REAL, SOURCE, TARGET_IN, small_model
 
 # Right-padded; row 2 has no real step.
 SOURCES = np.array([[5, 6, 7, 8, 9], [10, 11, 12, 0, 0], [0, 0, 0, 0, 0], [13, 0, 0, 0, 0]],

@@ -11,7 +11,7 @@ import keras
 import numpy as np
 import pytest
 from numpy_decoders import reference_decode
-from test_model import REAL, SOURCE, TARGET_IN, as_numpy, step_by_step, teacher_forced
+from small_models import REAL, SOURCE, TARGET_IN, as_numpy, step_by_step, teacher_forced
 
 from attncli.config.model import ModelConfig
 from attncli.model.encoder_decoder import Seq2Seq

@@ -10,11 +10,9 @@ import tensorflow as tf
 from attncli.model.encoder_decoder import Seq2Seq
 from attncli.config.model import ModelConfig
 from attncli.model.cells import GRUCell, LSTMCell
-
-SOURCE = np.array([[5, 6, 7, 8, 9], [10, 11, 12, 0, 0], [13, 0, 0, 0, 0]], dtype="int32")
-TARGET_IN = np.array([[2, 5, 6, 7], [2, 8, 9, 0], [2, 10, 11, 12]], dtype="int32")
-# Teacher-forced outputs are defined at the real target positions only.
-REAL = TARGET_IN != 0
+from small_models import (
+    REAL, SOURCE, TARGET_IN, as_numpy, small_model, step_by_step, teacher_forced,
+)
 
 # decoder style x score x alignment: every combination the config allows.
 VARIANTS = [
@@ -31,16 +29,6 @@ def variant_id(options):
     return f"{options['decoder']}{feeding}-{options['score']}-{options['alignment']}"
 
 
-def small_model(**options):
-    """A fresh small model; `variant_model` shares one per variant across tests."""
-    keras.utils.set_random_seed(1)
-    config = ModelConfig(
-        source_vocab_size=20, target_vocab_size=15, embedding_dim=6, units=8,
-        attention_units=5, window=2, **options,
-    )
-    return Seq2Seq(config)
-
-
 @functools.lru_cache(maxsize=None)
 def _cached_model(items):
     return small_model(**dict(items))
@@ -48,25 +36,6 @@ def _cached_model(items):
 
 def variant_model(options):
     return _cached_model(tuple(sorted(options.items())))
-
-
-def as_numpy(tensor):
-    return keras.ops.convert_to_numpy(tensor)
-
-
-def teacher_forced(model, source=SOURCE, target_in=TARGET_IN):
-    logits, weights = model((source, target_in), return_attention_scores=True)
-    return as_numpy(logits), as_numpy(weights)
-
-
-def step_by_step(model, source=SOURCE, target_in=TARGET_IN):
-    memory, state = model.encode(source)
-    logits, weights = [], []
-    for t in range(target_in.shape[1]):
-        step_logits, state, step_weights = model.decode_step(target_in[:, t], state, memory)
-        logits.append(as_numpy(step_logits))
-        weights.append(as_numpy(step_weights))
-    return np.stack(logits, axis=1), np.stack(weights, axis=1)
 
 
 def test_config_defaults_are_the_tutorial_size():

@@ -17,15 +17,14 @@ here, for GRU and LSTM, with and without lengths:
   equal to the training path.
 """
 
-import keras
 import ml_dtypes
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from attncli.training.builder import dtype_policy
-from test_model import REAL, SOURCE, small_model, step_by_step, teacher_forced
-from test_recurrence import (
+from small_models import REAL, SOURCE, small_model, step_by_step, teacher_forced
+from recurrence_reference import (
     T,
     autodiff_states,
     finite_differences,

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from numpy_transformer import decoder_block, encoder_block
-from test_decoding_model import searching
+from small_models import searching
 
 from attncli.config.model import ModelConfig
 from attncli.model.encoder_decoder import Seq2Seq

@@ -6,59 +6,13 @@ import pytest
 import tensorflow as tf
 
 from attncli.search import decoding
-from attncli.model.encoder_decoder import Seq2Seq
-from attncli.config.model import ModelConfig
-from attncli.config.search import SearchConfig
 from attncli.data.vocabulary import PAD, START
-
-CONFIGS = {
-    "luong-input-feeding": dict(decoder="luong", score="dot", input_feeding=True),
-    "luong-local-p": dict(decoder="luong", score="general", alignment="local-p", window=2),
-    "luong-local-m": dict(decoder="luong", score="concat", alignment="local-m", window=2),
-    "bahdanau-lstm": dict(decoder="bahdanau", score="additive", cell="lstm"),
-    # Self-attention decoders (their keys and values cached in the search) and the
-    # hybrid: a self-attention encoder under an RNN decoder.
-    "transformer-pre": dict(
-        encoder="self-attention", decoder="self-attention", encoder_layers=2,
-        decoder_layers=2, heads=2, score="scaled_dot",
-    ),
-    "transformer-post-concat": dict(
-        encoder="self-attention", decoder="self-attention", decoder_layers=2, heads=3,
-        norm="post", score="concat", position_encoding="learned", max_positions=8,
-    ),
-    "rnn-encoder-self-attention-decoder": dict(decoder="self-attention", score="additive"),
-    "hybrid-luong": dict(encoder="self-attention", decoder="luong", score="general"),
-}
-
-# Source sentences of different lengths: each is padded differently in the batch.
-SOURCES = [[5, 6, 7, 8, 9, 10, 11], [12, 13], [14, 15, 16, 17], [18]]
-
-
-def make_model(name):
-    keras_seed = sum(map(ord, name))
-    tf.keras.utils.set_random_seed(keras_seed)
-    config = ModelConfig(
-        source_vocab_size=30, target_vocab_size=25, embedding_dim=12, units=16,
-        **CONFIGS[name],
-    )
-    return Seq2Seq(config)
-
-
-def padded(sources):
-    width = max(map(len, sources))
-    return tf.constant([source + [PAD] * (width - len(source)) for source in sources])
+from small_models import CONFIGS, SOURCES, make_model, padded, searching
 
 
 @pytest.fixture(scope="module", params=sorted(CONFIGS))
 def model(request):
     return make_model(request.param)
-
-
-def searching(beam_size):
-    """The search of these tests: a beam of `beam_size`, every hypothesis of it returned."""
-    return SearchConfig(
-        beam_size=beam_size, n_best=None, alpha=0.6, max_length_ratio=1.0, max_length_offset=3
-    )
 
 
 @pytest.mark.parametrize("beam_size", [1, 3])

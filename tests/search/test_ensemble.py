@@ -11,7 +11,7 @@ import tensorflow as tf
 from attncli.search import decoding
 from attncli.search.ensemble import Ensemble
 from attncli.data.vocabulary import PAD, START
-from test_decoding_model import SOURCES, make_model, padded, searching
+from small_models import SOURCES, make_model, padded, searching
 from attncli_runs import attncli, run, succeeds, trained  # noqa: F401 (fixtures)
 
 # Members of different kinds: their states and memories differ in structure, and the

@@ -5,7 +5,7 @@ own full-sequence call for real models)."""
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_decoding import SOURCES, WORDS, HistoryDecoder, brute_force
+from history_decoder import SOURCES, WORDS, HistoryDecoder, brute_force
 
 from attncli.config.model import ModelConfig
 from attncli.config.search import SearchConfig

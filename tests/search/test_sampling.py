@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_decoding import EMITTED, SOURCES, HistoryDecoder
+from history_decoder import EMITTED, SOURCES, HistoryDecoder
 
 from attncli.config.search import Sampling, SearchConfig
 from attncli.data.vocabulary import END, PAD, START

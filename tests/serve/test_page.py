@@ -8,44 +8,24 @@ On a machine without the browser or Playwright these tests skip; with `CI` set t
 import contextlib
 import html.parser
 import json
-import os
 import re
-import socket
 import urllib.error
 import urllib.request
 
 import numpy as np
 import pytest
-from matplotlib import colormaps
 from typer.testing import CliRunner
 
 from attncli_runs import REPO, start, stop, trained, wait_for  # noqa: F401 (trained: a fixture)
+from browser import browser, free_port, tab  # noqa: F401 (browser and tab: fixtures)
 from cli_errors import one_line_error
+from page_views import BLUES, READ_HEATMAP, self_attention_view
 
 from attncli.cli.app import app
 from attncli.serve.page import embedded_json, page_html
 
-CHROMIUM = "/usr/bin/chromium"
-ARGUMENTS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update",
-             "--disable-sync"]
 SENTENCE = "tengo hambre ."
 
-# The heatmap as the page holds it: row and column tokens, and every cell's weight.
-READ_HEATMAP = """() => {
-  const grid = document.querySelector("[data-heatmap]");
-  const weights = Array.from({length: Number(grid.dataset.rows)},
-                             () => Array(Number(grid.dataset.columns)).fill(null));
-  for (const cell of grid.querySelectorAll(".cell")) {
-    weights[Number(cell.dataset.row)][Number(cell.dataset.column)] = Number(cell.dataset.weight);
-  }
-  return {
-    attention: grid.dataset.heatmap, layer: grid.dataset.layer, head: grid.dataset.head,
-    rows: [...grid.querySelectorAll(".row-label .token")].map((node) => node.textContent),
-    columns: [...grid.querySelectorAll(".column-label")].map((node) => node.textContent),
-    weights,
-  };
-}"""
 READ_WALK = """() => [...document.querySelectorAll("#walk tbody tr")].map(
   (row) => Number(row.dataset.weight))"""
 
@@ -103,38 +83,6 @@ def test_the_page_is_one_file_that_asks_nothing_from_elsewhere():
 
 
 # ---- in the browser ---------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def browser():
-    """One headless Chromium for the module's tests."""
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        sync_playwright = None
-    missing = ("the playwright package" if sync_playwright is None else
-               CHROMIUM if not os.access(CHROMIUM, os.X_OK) else None)
-    if missing:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI runs the page in a browser: {missing} is missing")
-        pytest.skip(f"{missing} is missing")
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGUMENTS)
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture
-def tab(browser):
-    """A page at a phone's width that records every request it makes and every error
-    its script throws."""
-    page = browser.new_page(viewport={"width": 375, "height": 800})
-    page.requests, page.errors = [], []
-    page.on("request", lambda request: page.requests.append(request.url))
-    page.on("pageerror", lambda error: page.errors.append(str(error)))
-    yield page
-    assert page.errors == []
-    page.close()
 
 
 def walk_step(page, step):
@@ -202,12 +150,6 @@ def test_a_bad_html_option_is_one_line(trained, arguments, message, tmp_path,  #
 
 
 # ---- with a server ----------------------------------------------------------------------
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def ready(url):
@@ -301,43 +243,6 @@ def test_the_training_max_length_is_read_from_the_run_or_the_model(
 
 
 # ---- the choices of a self-attention model, on known numbers ----------------------------
-
-
-def self_attention_view(layers=2, heads=3):
-    """A view of a model with self-attention whose weights are known: rows of random
-    softmaxes, and every step with that row's weights."""
-    generator = np.random.default_rng(0)
-    source, output = ["el", "perro", "come", "."], ["the", "dog", "eats", ".", "[END]"]
-    shapes = {"cross": (output, source), "encoder": (source, source),
-              "decoder": (output, ["[START]"] + output[:-1])}
-    attentions, steps = [], {}
-    for name, (rows, columns) in shapes.items():
-        maps = generator.random((layers, heads, len(rows), len(columns))) * 4
-        maps = np.exp(maps) / np.exp(maps).sum(axis=-1, keepdims=True)
-        attentions.append({"attention": name, "title": name, "rows": rows, "columns": columns,
-                           "row_label": "source" if name == "encoder" else "output",
-                           "column_label": "source", "layers": [
-                               {"heads": maps[layer].tolist()} for layer in range(layers)]})
-        for layer, head, step in np.ndindex(layers, heads, len(rows)):
-            weights = maps[layer, head, step]
-            vectors = generator.normal(size=(len(columns), 8))
-            steps[f"{name}/{layer + 1}/{head + 1}/{step + 1}"] = {
-                "attention": name, "layer": layer + 1, "head": head + 1, "step": step + 1,
-                "score": "scaled_dot", "formula": "q · k / √8", "query_token": rows[step],
-                "key_tokens": columns, "query": vectors[0].tolist(), "query_norm": 1.0,
-                "x": vectors[0].tolist(), "x_norm": 1.0,
-                "inputs": vectors.tolist(), "inputs_norms": [1.0] * len(columns),
-                "keys": vectors.tolist(), "keys_norms": [1.0] * len(columns),
-                "values": vectors.tolist(), "values_norms": [1.0] * len(columns),
-                "scores": np.log(weights).tolist(), "weights": weights.tolist(),
-                "weighted_values": (weights[:, None] * vectors).tolist(),
-                "weighted_values_norms": [1.0] * len(columns),
-                "context": (weights @ vectors).tolist(), "context_norm": 1.0,
-                "width": 8, "shown": 8}
-    view = {"source": "el perro come .", "source_tokens": source, "shown": 0,
-            "hypotheses": [{"text": "the dog eats.", "tokens": output, "score": -0.5}],
-            "attentions": attentions}
-    return {**view, "steps": steps, "model": "known", "search": {"beam_size": 1}}
 
 
 @pytest.mark.slow
@@ -500,7 +405,6 @@ def test_the_served_page_shows_the_attention_over_a_reference_with_words_and_gol
 # ---- colours, keyboard, read-out, tokens, loading, walk width (issue 47) ----------------
 
 # Matplotlib's "Blues" as `inspect-weights --png` draws it (vmin 0, vmax 1).
-BLUES = colormaps["Blues"]
 READ_BACKGROUNDS = """() => [...document.querySelectorAll("[data-heatmap] .cell")].map((cell) => [
   Number(cell.dataset.row), Number(cell.dataset.column), Number(cell.dataset.weight),
   getComputedStyle(cell).backgroundColor.match(/\\d+/g).map(Number)])"""
@@ -715,7 +619,7 @@ def uvicorn_serving(app):
 
 @pytest.mark.slow
 def test_a_page_opened_while_the_models_load_opens_them_when_they_are_ready(tab):
-    from test_serve_batching import FakeModel
+    from fake_server import FakeModel
 
     from attncli.serve.app import create_app
     from attncli.serve.limits import Limits
@@ -743,7 +647,7 @@ ALIGNER_TEXT, ALIGNER_REFERENCE = "estoy aquí .", "i am lost ."
 def aligner(tmp_path_factory):
     """The fixture run's model with a fresh alignment layer beside its own weights."""
     from attncli_process import FIXTURE_RUN
-    from test_alignment_benchmark import with_alignment_layer
+    from guided_runs import with_alignment_layer
 
     return with_alignment_layer(FIXTURE_RUN, tmp_path_factory.mktemp("aligner") / "model")
 

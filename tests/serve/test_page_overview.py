@@ -1,14 +1,13 @@
 """The attention page's overview of a self-attention model: one small heatmap per layer
 (rows) and head (columns) of the attention chosen, coloured 0 to 1, each one opening
 its layer and head in the main heatmap; in headless Chromium, on views of known
-numbers (`test_page.self_attention_view`)."""
+numbers (`page_views.self_attention_view`)."""
 
 import numpy as np
 import pytest
 
-from test_page import (  # noqa: F401 (browser and tab: fixtures)
-    BLUES, READ_HEATMAP, browser, self_attention_view, tab,
-)
+from browser import browser, tab  # noqa: F401 (fixtures)
+from page_views import BLUES, READ_HEATMAP, self_attention_view
 
 from attncli.serve.page import page_html
 

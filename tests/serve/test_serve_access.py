@@ -15,7 +15,7 @@ import pytest
 from attncli_process import FIXTURE_RUN
 from cli_errors import one_line_error
 from fastapi.testclient import TestClient
-from test_serve_batching import FakeModel
+from fake_server import FakeModel
 from typer.testing import CliRunner
 
 from attncli.cli.app import app as cli

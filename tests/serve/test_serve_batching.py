@@ -6,29 +6,16 @@ import asyncio
 import socket
 import threading
 from pathlib import Path
-from types import SimpleNamespace
 
-import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from attncli.cli.app import app
 from attncli.cli.serve_command import model_specs
-from attncli.serve.app import create_app
-from attncli.serve.batching import Batcher, QueueFull
-from attncli.serve.limits import Limits, RequestError
-from attncli.serve.registry import Registry
-
-#: Where the test clients send their requests: a name the application answers to.
-LOOPBACK = "http://127.0.0.1"
-
-
-def batcher(run, **settings):
-    options = {"measure": lambda key, requests: [[1] * len(texts) for texts in requests],
-               "run": run,
-               "batch_tokens": 100, "batch_wait": 0.0, "max_queue": 1000, **settings}
-    return Batcher(**options)
+from attncli.serve.batching import QueueFull
+from attncli.serve.limits import RequestError
+from fake_server import LOOPBACK, batcher, fake_app
 
 
 def test_a_large_request_does_not_starve_fifty_small_ones():
@@ -130,45 +117,6 @@ def test_close_finishes_what_was_submitted():
         return [future.result() for future in futures]
 
     assert asyncio.run(main()) == [[str(i)] for i in range(20)]
-
-
-class FakeModel:
-    """A model whose translation of a text is the text reversed, waiting for `release`."""
-
-    levels = ("word", "word")
-
-    def __init__(self):
-        self.name = "fake"
-        self.release = threading.Event()
-        self.release.set()
-
-    def search(self, beam=None, alpha=None, n_best=None):
-        return (beam, alpha, n_best)
-
-    def decoding(self, beam=None, alpha=None, n_best=None, *unused):
-        return (beam, alpha, n_best)
-
-    def measure(self, search, requests):
-        return [[1] * len(texts) for texts in requests]
-
-    def translate(self, search, weights, texts):
-        self.release.wait(30)
-        return [SimpleNamespace(source_tokens=text.split(), hypotheses=[SimpleNamespace(
-            text=text[::-1], score=-1.0, tokens=text[::-1].split(),
-            weights=np.eye(len(text.split()), dtype=np.float32))]) for text in texts]
-
-    def describe(self):
-        """What `/models` says of it: every field of `schemas.ModelDescription`."""
-        return {"name": "fake", "engine": "tensorflow", "task": "translation", "members": 1,
-                "source_level": "word", "target_level": "word", "decoding": {},
-                "max_length": None, "inspect_refusal": None}
-
-
-def fake_app(token=None, **limits):
-    registry = Registry([("fake", [])], Limits(**limits))
-    registry.models = {"fake": FakeModel()}
-    registry.ready = True
-    return create_app(registry, registry.limits, token=token), registry.models["fake"]
 
 
 def test_a_full_queue_is_a_503_with_retry_after_and_the_next_request_is_served():

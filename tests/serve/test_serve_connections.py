@@ -17,7 +17,7 @@ import httpx
 import pytest
 from attncli_process import FIXTURE_RUN
 from attncli_runs import start, stop, wait_for
-from test_page import free_port
+from browser import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("serve-connections")]
 

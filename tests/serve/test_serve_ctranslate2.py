@@ -28,8 +28,8 @@ from typer.testing import CliRunner
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 
-from test_ctranslate2_export import exported, validation_sentences  # noqa: E402, F401
-from test_page import browser, tab  # noqa: E402, F401 (fixtures)
+from ctranslate2_runs import exported, validation_sentences  # noqa: E402, F401
+from browser import browser, tab  # noqa: E402, F401 (fixtures)
 
 from attncli.cli.app import app  # noqa: E402
 

@@ -11,7 +11,7 @@ import time
 
 import httpx
 import uvicorn
-from test_serve_batching import batcher, fake_app
+from fake_server import batcher, fake_app
 
 from attncli.serve import batching
 

@@ -10,7 +10,7 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
-from test_serve_batching import LOOPBACK, FakeModel
+from fake_server import LOOPBACK, FakeModel
 
 from attncli.serve.app import create_app
 from attncli.serve.limits import Limits

@@ -17,7 +17,7 @@ import httpx
 import pytest
 from attncli_process import FIXTURE_RUN
 from attncli_runs import ENV, start, stop, wait_for
-from test_page import ARGUMENTS, CHROMIUM, browser, free_port  # noqa: F401 (a fixture)
+from browser import ARGUMENTS, CHROMIUM, browser, free_port  # noqa: F401 (a fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("serve-origins")]
 

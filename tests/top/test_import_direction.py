@@ -131,3 +131,18 @@ def test_imports_never_go_up_a_floor():
 def test_every_package_of_attncli_is_a_floor():
     packages = {path.parent.name for path in (ROOT / "attncli").glob("*/__init__.py")}
     assert packages == set(FLOORS) - {"", "layers"}
+
+
+def test_no_test_file_imports_another():
+    """What several test files share is a module of tests/ itself (tests/conftest.py): a
+    test file read alone names everything it needs, and moving one breaks no other."""
+    tests = ROOT / "tests"
+    names = {path.stem for path in tests.rglob("test_*.py")}
+    found = []
+    for path in sorted(tests.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"), str(path))):
+            imported = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                        else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            found += [f"{path.relative_to(ROOT)}: {name}" for name in imported
+                      if name.rsplit(".", 1)[-1] in names]
+    assert found == []

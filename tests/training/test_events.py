@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 from attncli_runs import TINY, WARMUP_STEPS, attncli, succeeds, train_before_tensorflow
 from attncli_runs import trained_two_epochs  # noqa: F401 (a fixture)
+from attncli_runs import attncli_line, in_namespace
 from cli_errors import one_line_error
-from test_reliability import attncli_line, in_namespace
 from typer.testing import CliRunner
 
 from attncli.cli.app import app

@@ -13,9 +13,10 @@ import pytest
 from attncli.config.run import load_run_config
 from attncli.errors import AttncliError
 from attncli.training.init_from import check_init_from
-from tests.attncli_runs import TINY, trained  # noqa: F401  trained is a fixture
+from tests.attncli_runs import (  # noqa: F401  trained is a fixture
+    TINY, build_finetuning, in_process, succeeds_here, trained,
+)
 from tests.cli_errors import one_line_error
-from test_init_from import build_finetuning, in_process, succeeds_here
 
 # The tiny run's GRU encoder (sum of directions, 32 features) under two blocks.
 GROW = ["model.encoder=cascade", "model.encoder_blocks=2", "model.heads=2"]

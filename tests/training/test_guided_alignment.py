@@ -29,8 +29,8 @@ from attncli.training.optimizer_setup import make_optimizer
 from attncli.training.steps import make_train_step
 from attncli.search.loading import load_model
 from tests.cli_errors import one_line_error
+from tests.attncli_runs import training_parts
 from tests.guided_runs import trained_guided, write_gold_links  # noqa: F401 (a fixture)
-from tests.recorder import Recorder
 from tests.shared_data import shared_data
 
 # --- the loss, against the formula written in NumPy -------------------------------------
@@ -288,20 +288,6 @@ def test_guided_training_moves_the_attention_toward_the_gold_links(tmp_path):
     assert guided_end < 0.8 * unguided_end
 
 
-def built(config_path, run_dir, resume=False, overrides=(), init_from=None):
-    """The `TrainingParts` `attncli train` makes of these arguments, and what it said."""
-    from attncli.cli.train_command import resolve_run
-    from attncli.training.builder import build_training
-
-    config, run, _ = resolve_run(config_path, list(overrides), run_dir=run_dir, data_dir=None,
-                                 resume=resume, overwrite=False, init_from=init_from)
-    recorder = Recorder()
-    try:
-        return build_training(config, run, recorder, resume=resume), recorder.messages
-    finally:
-        run.unlock()
-
-
 @pytest.mark.slow
 def test_a_guided_run_resumes_and_fine_tunes(trained_guided, tmp_path, monkeypatch):  # noqa: F811
     """`attncli train` of a guided run (`guided_runs.trained_guided`, trained in the test's
@@ -315,7 +301,7 @@ def test_a_guided_run_resumes_and_fine_tunes(trained_guided, tmp_path, monkeypat
     assert record["train_alignment_loss"] > 0
 
     # Resumed, the run restores guided alignment's running sums with the rest.
-    parts, said = built(None, "run", resume=True, overrides=["training.epochs=2"])
+    parts, said = training_parts(None, "run", resume=True, overrides=["training.epochs=2"])
     assert any(message.startswith("resuming from") for message in said)
     position = parts.position
     mean = float(position.epoch_alignment_sum.numpy()) / int(position.epoch_links.numpy())
@@ -323,7 +309,7 @@ def test_a_guided_run_resumes_and_fine_tunes(trained_guided, tmp_path, monkeypat
     assert parts.encoded.links is not None
 
     # Fine-tuned with guided alignment on, the new run starts from the kept weights.
-    parts, said = built("guided.yaml", "ft", init_from="run")
+    parts, said = training_parts("guided.yaml", "ft", init_from="run")
     assert any(message.startswith("initialised from") for message in said)
     kept = load_model(tmp_path / "run" / "model").model
     for ours, theirs in zip(parts.model.weights, kept.weights):

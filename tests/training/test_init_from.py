@@ -5,34 +5,17 @@ import shutil
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from attncli.cli.app import app
 from attncli.config.run import load_run_config
 from attncli.config.shipped import resolve_config
 from attncli.errors import AttncliError
 from attncli.training.init_from import check_init_from
 from tests.attncli_runs import (  # noqa: F401  trained is a fixture
-    TINY, attncli, train_before_tensorflow, trained,
+    TINY, attncli, build_finetuning, in_process, succeeds_here, train_before_tensorflow, trained,
 )
-from tests.recorder import Recorder
 
 VOCABULARY_FILES = ("source.tokenizer.json", "source.vocab.txt",
                     "target.tokenizer.json", "target.vocab.txt")
-
-
-def build_finetuning(base, run_dir, resume=False, overrides=()):
-    """The `TrainingParts` of a tiny run (with `overrides`) started from `base`, as
-    `attncli train` makes them, and what it said."""
-    from attncli.cli.train_command import resolve_run
-    from attncli.training.builder import build_training
-
-    config, run, _ = resolve_run(
-        None if resume else TINY, [] if resume else list(overrides), run_dir=run_dir,
-        data_dir=None, resume=resume, overwrite=False, init_from=None if resume else base,
-    )
-    recorder = Recorder()
-    return build_training(config, run, recorder, resume=resume), recorder
 
 
 def assert_weights_of(model, model_dir):
@@ -68,19 +51,6 @@ def test_a_run_killed_before_its_first_checkpoint_starts_from_run_again(trained,
     assert "no checkpoint yet: starting this run from the beginning" in recorder.messages
     assert any(m.startswith("initialised from") for m in recorder.messages)
     assert_weights_of(parts.model, trained / "model")
-
-
-def in_process(*args):
-    """`attncli ARGS` in this process: a fine-tuning is no test of a process (`attncli
-    train --init-from` runs as one in the refusals below). This process then holds the
-    run's lock, as a writer does until it ends, so a run trained here is resumed here."""
-    # As wide as attncli_runs's subprocesses: Rich wraps no progress line (a path).
-    return CliRunner().invoke(app, [str(arg) for arg in args], env={"COLUMNS": "500"})
-
-
-def succeeds_here(result):
-    assert result.exit_code == 0, result.output
-    return result
 
 
 @pytest.mark.slow
