@@ -39,6 +39,7 @@ import tensorflow as tf
 import tensorflow_text as text
 
 from attncli.config.data import BPE_JOINER
+from attncli.data.pipeline import without_autotune
 from attncli.data.text_rules import (
     DETOKENIZE_RULES, KEPT_DELIMITERS, SPACE_TOKEN, SUFFIX_INDICATOR, UNK_TOKEN, WORD_DELIMITERS,
 )
@@ -178,7 +179,8 @@ class SubwordLevel(WordLevel):
         if max_size is None:
             raise DataError("a subword vocabulary needs a maximum size (max_size)")
         texts = tf.data.Dataset.from_tensor_slices(tf.constant(list(texts), tf.string))
-        words = texts.batch(chunk_size).map(lambda batch: split_words(tokenizer.normalize(batch)))
+        words = without_autotune(texts.batch(chunk_size).map(
+            lambda batch: split_words(tokenizer.normalize(batch))))
         return Vocabulary(learn_wordpieces(words, max_size, min_count))
 
 

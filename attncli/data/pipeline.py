@@ -3,7 +3,9 @@
 Stages: encode in chunks (vectorised tensorflow-text ops, in parallel) → drop pairs
 longer than `max_length` → keep the ids in memory (`encode_pairs`, once per corpus); then
 each epoch: shuffle with a seed → bucket by length → pad → count → prefetch
-(`epoch_batches`, or `make_dataset` for both at once).
+(`epoch_batches`, or `make_dataset` for both at once). Every dataset here runs with
+tf.data's autotuning off (`without_autotune`): an iterator dropped at an epoch's end
+otherwise waited up to a minute for the tuner's thread to wake.
 
 Bucketing (`attncli.data.bucketing`) groups pairs whose source and target lengths fall in
 the same length bands, so a batch carries little padding on either side.
@@ -26,6 +28,21 @@ from attncli.errors import DataError
 from attncli.data.alignments import gold_distributions
 from attncli.data.bucketing import make_batcher
 from attncli.data.vocabulary import END, START
+
+
+def without_autotune(dataset: tf.data.Dataset) -> tf.data.Dataset:
+    """`dataset` with tf.data's autotuning off.
+
+    The tuner's thread sleeps between rounds, its pause doubling up to 60 seconds, and an
+    iterator's end waits for it to wake: each epoch's iterator (a new one an epoch) held
+    the training loop idle for 0 to 60 seconds at the epoch's end, about a fifth of a
+    Multi30k run's wall time on one core (docs/performance.md). Without it, `AUTOTUNE`
+    buffers still adapt (tf.data's older per-buffer tuning) and parallel maps use every
+    core; nothing waits.
+    """
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return dataset.with_options(options)
 
 
 class PipelineStats:
@@ -200,7 +217,7 @@ def encode_pairs(
     )
     if max_length is not None:
         encoded = encoded.map(drop_too_long)
-    gathered = list(encoded.unbatch().ragged_batch(len(corpus)))
+    gathered = list(without_autotune(encoded.unbatch().ragged_batch(len(corpus))))
     if not gathered:
         raise DataError(
             f"no pair of the corpus has at most max_length={max_length} tokens on both sides"
@@ -253,7 +270,7 @@ def epoch_batches(
     seeds = tf.constant([seed, epoch], tf.int64)
     batches = batcher(encoded.pairs, seeds)
     dataset = tf.data.Dataset.from_tensor_slices(batches)
-    return dataset.map(_padder(stats)).prefetch(tf.data.AUTOTUNE)
+    return without_autotune(dataset.map(_padder(stats)).prefetch(tf.data.AUTOTUNE))
 
 
 def make_dataset(
@@ -303,7 +320,7 @@ def make_dataset(
         lambda pairs, epoch_seed: batcher(pairs, tf.stack([epoch_seed, 0]))
     )
     batches = batches.flat_map(_slices)
-    return batches.map(_padder(stats)).prefetch(tf.data.AUTOTUNE)
+    return without_autotune(batches.map(_padder(stats)).prefetch(tf.data.AUTOTUNE))
 
 
 def _padder(stats):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from attncli.data.corpora import read_bundled
-from attncli.data.pipeline import PipelineStats, encode_pairs, epoch_batches
+from attncli.data.pipeline import PipelineStats, encode_pairs, epoch_batches, make_dataset
 from attncli.data.tokenization import Tokenizer
 
 
@@ -58,3 +58,15 @@ def test_stats_count_padding(encoded):
         pass
     assert stats.sentences == encoded.source_ids.nrows()
     assert 0.0 <= stats.padding_fraction < 0.5
+
+
+def test_the_batches_run_without_tf_data_autotuning(encoded):
+    """An autotuned iterator's end waits for the tuner's thread to wake (up to a minute
+    at every epoch's end): the training batches are made without it
+    (`attncli.data.pipeline.without_autotune`)."""
+    assert epoch_batches(encoded, 0).options().autotune.enabled is False
+    corpus = read_bundled(limit=200)
+    words = Tokenizer("word", lowercase=True)
+    words = words.with_vocabulary(
+        words.build_vocabulary(list(corpus.sources) + list(corpus.targets), 500))
+    assert make_dataset(corpus, words, words).options().autotune.enabled is False
