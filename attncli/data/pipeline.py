@@ -33,12 +33,12 @@ from attncli.data.vocabulary import END, START
 def without_autotune(dataset: tf.data.Dataset) -> tf.data.Dataset:
     """`dataset` with tf.data's autotuning off.
 
-    The tuner's thread sleeps between rounds, its pause doubling up to 60 seconds, and an
-    iterator's end waits for it to wake: each epoch's iterator (a new one an epoch) held
-    the training loop idle for 0 to 60 seconds at the epoch's end, about a fifth of a
-    Multi30k run's wall time on one core (docs/performance.md). Without it, `AUTOTUNE`
-    buffers still adapt (tf.data's older per-buffer tuning) and parallel maps use every
-    core; nothing waits.
+    The tuner's thread sleeps between its rounds (up to a minute), and an iterator's end
+    waits for it to wake: each epoch's iterator (a new one an epoch) held the training
+    loop idle for 0 to 60 seconds at the epoch's end, and a Multi30k run on one core left
+    its core idle a quarter of its training time (docs/performance.md). Without it,
+    `AUTOTUNE` buffers still adapt (tf.data's older per-buffer tuning) and parallel maps
+    use every core; nothing waits.
     """
     options = tf.data.Options()
     options.autotune.enabled = False
