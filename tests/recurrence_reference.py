@@ -77,15 +77,18 @@ def finite_differences(function, arrays, epsilon=1e-6):
     return gradients
 
 
-def random_problem(kind, seed):
+def random_problem(kind, seed, sizes=(T, CELLS, BATCH, UNITS)):
+    """`(inputs, initial states, recurrent weights, cotangents)` of `gru_states` or
+    `lstm_states`, float64, for `sizes` = (steps, cells, batch, units)."""
+    steps, cells, batch, units = sizes
     rng = np.random.default_rng(seed)
     gates = 3 if kind == "gru" else 4
-    inputs = rng.normal(size=(T, CELLS, BATCH, gates * UNITS))
-    initial = [rng.normal(size=(CELLS, BATCH, UNITS)) for _ in range(1 if kind == "gru" else 2)]
-    weights = [rng.normal(size=(CELLS, UNITS, gates * UNITS))]
+    inputs = rng.normal(size=(steps, cells, batch, gates * units))
+    initial = [rng.normal(size=(cells, batch, units)) for _ in range(1 if kind == "gru" else 2)]
+    weights = [rng.normal(size=(cells, units, gates * units))]
     if kind == "gru":
-        weights.append(rng.normal(size=(CELLS, 1, gates * UNITS)))
-    cotangents = [rng.normal(size=(T, CELLS, BATCH, UNITS)) for _ in initial]
+        weights.append(rng.normal(size=(cells, 1, gates * units)))
+    cotangents = [rng.normal(size=(steps, cells, batch, units)) for _ in initial]
     return inputs, initial, weights, cotangents
 
 

@@ -62,7 +62,7 @@ from attncli.attentions import ATTENTIONS, LINKED, choices
 from attncli.cli.fonts import glyph_notice
 from attncli.cli.heatmap import heatmap_table, save_heatmap_png
 from attncli.cli.inspect_views import (
-    chosen_step, inspection_search, parameter_table, read_sentences, sentence_views,
+    chosen_step, inspection_decoding, parameter_table, read_sentences, sentence_views,
     shown_matrix,
 )
 from attncli.cli.options import RUN_HELP, import_tensorflow
@@ -281,7 +281,7 @@ def inspect(*, run_path, text, beam, png, step, params, decimals, attention=None
     record = None
     if lines:
         # Everything that can be refused is checked before any table is printed.
-        decoding = inspection_search(loaded, beam)
+        decoding = inspection_decoding(loaded, beam)
         translator = loaded.translator(decoding)
         for number, view in sentence_views(loaded, translator, lines, reference).items():
             shown[number] = (view, shown_matrix(view, attention, layer, head, words, gold))

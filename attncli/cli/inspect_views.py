@@ -58,7 +58,7 @@ def read_sentences(input_file):
     return lines
 
 
-def inspection_search(loaded, beam):
+def inspection_decoding(loaded, beam):
     """The `Decoding` of the run's own search (as `translate` uses it), with `beam` if
     given, one hypothesis per sentence."""
     return asked_decoding(loaded.search, beam=beam, n_best=1)

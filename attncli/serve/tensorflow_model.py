@@ -97,7 +97,7 @@ class TensorFlowModel(ServedModel):
         for search in (self.defaults, self.greedy):
             key = traced_as(Decoding(search))
             if key not in self._started:
-                self._started[key] = self._translator(Decoding(search), False)
+                self._started[key] = self._translator(key, False)
                 self._started[key].translate(["."])
         self.measure(self.defaults, [["."]])
         if self.members == 1:
@@ -116,18 +116,17 @@ class TensorFlowModel(ServedModel):
         if key in self._translators:
             self._translators.move_to_end(key)
         else:
-            translator = self._translator(decoding, weights)
+            translator = self._translator(traced, weights)
             translator.translate(["."])  # traced now
             self._translators[key] = translator
             if len(self._translators) > KEPT_TRANSLATORS:
                 self._translators.popitem(last=False)
         return self._translators[key]
 
-    def _translator(self, decoding, weights):
-        """A new `Translator` of `decoding`'s trace (`traced_as`: each call gives the
+    def _translator(self, traced, weights):
+        """A new `Translator` of the trace `traced` (`traced_as`: each call gives the
         prefix, seed, alpha and temperature), whose own alpha, read where no call gives
         one (a reference's score, `attncli.search.forced.force`), is the model's."""
-        traced = traced_as(decoding)
         own = traced._replace(search=dataclasses.replace(traced.search,
                                                          alpha=self.defaults.alpha))
         return self.loaded.translator(own, attention_weights=weights, settings=True)

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from attncli_process import FIXTURE_RUN
+from recurrence_reference import random_problem
 
 from attncli.model import recurrence
 from attncli.serve import tensorflow_model
@@ -27,13 +28,7 @@ RUNNING = [3, 3, 2, 2, 1]  # rows 3, 2, 1 of the batch stop after steps 5, 4 and
 
 def problem(kind, seed=0):
     """Inputs, initial states and recurrent weights of `gru_states` or `lstm_states`."""
-    rng = np.random.default_rng(seed)
-    gates = 3 if kind == "gru" else 4
-    inputs = rng.normal(size=(T, CELLS, BATCH, gates * UNITS))
-    states = [rng.normal(size=(CELLS, BATCH, UNITS)) for _ in range(1 if kind == "gru" else 2)]
-    weights = [rng.normal(size=(CELLS, UNITS, gates * UNITS))]
-    if kind == "gru":
-        weights.append(rng.normal(size=(CELLS, 1, gates * UNITS)))
+    inputs, states, weights, _ = random_problem(kind, seed, (T, CELLS, BATCH, UNITS))
     return [tf.constant(a, tf.float32) for a in (inputs, *states, *weights)]
 
 
